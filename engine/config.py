@@ -1,0 +1,82 @@
+"""One settings class for the whole engine (env prefix CONVSEARCH_), and the data directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "data_dir"]
+
+
+def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where the store and indexes live: the argument, else $CONVSEARCH_HOME, else ./.convsearch."""
+    if explicit is not None:
+        return Path(explicit)
+    return Path(os.environ.get("CONVSEARCH_HOME") or ".convsearch")
+
+
+class Settings(BaseSettings):
+    """Every tunable of the engine, each overridable as CONVSEARCH_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="CONVSEARCH_", extra="ignore", frozen=True)
+
+    # Store
+    default_timezone: str = Field("UTC", description="Time zone of users created without one (IANA name).")
+    idle_timeout_minutes: float = Field(30.0, gt=0, description="Silence that ends a conversation.")
+    max_conversations_retained: int | None = Field(
+        None, ge=1, description="Keep only this many ended conversations per thread (off by default)."
+    )
+
+    # Chunking
+    window_tokens: int = Field(
+        160, ge=32, le=254, description="Word pieces per window (MiniLM reads 256 with its 2 special tokens)."
+    )
+    overlap_messages: int = Field(1, ge=0, le=8, description="Messages shared by consecutive windows.")
+    tool_output_cap_tokens: int = Field(
+        96, ge=16, description="Tool outputs longer than this keep head and tail with a placeholder between."
+    )
+
+    # Embeddings
+    embedding_backend: Literal["torch", "onnx", "none"] = Field(
+        "torch", description="'torch' (sentence-transformers), 'onnx' (int8 copy) or 'none' (lexical only)."
+    )
+    embedding_timeout_s: float = Field(
+        5.0, gt=0, description="A query embedding slower than this falls back to lexical search."
+    )
+    embed_batch_size: int = Field(32, ge=1, description="Texts per embedding batch.")
+
+    # BM25
+    bm25_k1: float = Field(1.5, gt=0, description="BM25 term-frequency saturation.")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")
+    stemming: bool = Field(True, description="Stem English tokens (PyStemmer) for BM25.")
+    stopwords: bool = Field(True, description="Drop English and French stop words for BM25.")
+
+    # HNSW
+    hnsw_m: int = Field(16, ge=4, le=96, description="Graph degree: more is better recall, more memory.")
+    hnsw_ef_construction: int = Field(200, ge=16, description="Build-time beam: slower build, better graph.")
+    hnsw_ef: int = Field(128, ge=10, description="Query-time beam (>= k): higher is better recall, slower.")
+
+    # Ranking
+    vector_weight: float = Field(0.7, ge=0, le=1, description="Weight of the vector score in the hybrid.")
+    lexical_weight: float = Field(0.3, ge=0, le=1, description="Weight of the normalised lexical score.")
+    fusion: Literal["weighted", "rrf"] = Field("weighted", description="Score fusion: weighted sum or RRF.")
+    rrf_k: int = Field(60, ge=1, description="RRF constant.")
+    covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
+    max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")
+    candidate_depth: int = Field(50, ge=10, description="Minimum candidates taken from each list before fusion.")
+
+    # Summaries and context
+    summarizer: Literal["extractive", "openai", "none"] = Field("extractive", description="Summarizer backend.")
+    llm_url: str | None = Field(None, description="OpenAI-compatible chat-completions base URL.")
+    llm_model: str | None = Field(None, description="Model name for the chat-completions server.")
+    day_summary_every: int = Field(10, ge=1, description="Update a day's summary after this many new messages.")
+    day_token_budget: int = Field(4000, ge=100, description="Raw tokens of a day before its summary updates.")
+    context_token_budget: int = Field(4000, ge=100, description="Token budget of the default context payload.")
+
+    # Surfaces
+    api_token: str | None = Field(None, description="Bearer token required by every HTTP route but /healthz.")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted.")

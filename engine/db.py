@@ -1,0 +1,144 @@
+"""The DuckDB connection: opening, numbered migrations, transactions and batch inserts.
+
+DuckDB allows one writer process per file; a second process gets StoreLockedError, never a
+corrupt file. Inside a process the connection is shared under one lock, so the HTTP server's
+worker threads take turns (every statement here is short).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from engine.errors import ConvsearchError, StoreLockedError
+
+__all__ = ["Database", "SCHEMA_VERSION", "MIGRATIONS"]
+
+# Numbered migrations: append, never edit a released one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE users (
+        user_id VARCHAR PRIMARY KEY, timezone VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL);
+    CREATE TABLE threads (
+        thread_id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, mode VARCHAR NOT NULL,
+        title VARCHAR, created_at TIMESTAMP NOT NULL);
+    CREATE TABLE messages (
+        message_id VARCHAR PRIMARY KEY, thread_id VARCHAR NOT NULL, user_id VARCHAR NOT NULL,
+        seq BIGINT NOT NULL, role VARCHAR NOT NULL, content VARCHAR NOT NULL,
+        created_at TIMESTAMP NOT NULL, day_label DATE NOT NULL, conversation_id VARCHAR NOT NULL,
+        speaker VARCHAR, tools_used VARCHAR[], metadata VARCHAR, external_id VARCHAR,
+        kind VARCHAR NOT NULL);
+    CREATE TABLE conversations (
+        conversation_id VARCHAR PRIMARY KEY, thread_id VARCHAR NOT NULL, user_id VARCHAR NOT NULL,
+        ordinal INTEGER NOT NULL, started_at TIMESTAMP NOT NULL, last_message_at TIMESTAMP NOT NULL,
+        first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL, ended_at TIMESTAMP, end_reason VARCHAR,
+        title VARCHAR, summary VARCHAR);
+    CREATE TABLE day_segments (
+        day_segment_id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, thread_id VARCHAR NOT NULL,
+        day_label DATE NOT NULL, starts_at_seq BIGINT NOT NULL, ends_at_seq BIGINT NOT NULL,
+        summary_markdown VARCHAR, updated_at TIMESTAMP NOT NULL);
+    CREATE TABLE summaries (
+        summary_id VARCHAR PRIMARY KEY, thread_id VARCHAR NOT NULL, user_id VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL, from_seq BIGINT NOT NULL, to_seq BIGINT NOT NULL,
+        markdown VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL,
+        day_label DATE, conversation_id VARCHAR, title VARCHAR, message_count INTEGER NOT NULL);
+    CREATE TABLE embedding_cache (
+        user_id VARCHAR NOT NULL, model VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
+        vector FLOAT[] NOT NULL, PRIMARY KEY (user_id, model, content_hash));
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class Database:
+    """One DuckDB connection with migrations applied; `path` may be ':memory:'."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(
+                    f"the store {self.path} is open for writing in another process "
+                    "(DuckDB allows one writer): stop that process or send requests to its server"
+                ) from None
+            raise ConvsearchError(f"cannot open the store {self.path}: {exc}") from None
+        self._lock = threading.RLock()
+        self._depth = 0
+        if not read_only:
+            self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All-or-nothing: nested calls join the outer transaction."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._con.execute("BEGIN TRANSACTION")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            else:
+                self._con.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        with self._lock:
+            return self._con.execute(sql, params or []).fetchall()
+
+    def fetch_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+        with self._lock:
+            return self._con.sql(sql, params=list(params or [])).to_arrow_table()
+
+    def insert_arrow(self, table_name: str, batch: pa.Table) -> None:
+        """Insert a batch by column name: ~1M rows/s, where row-at-a-time runs at ~1k/s."""
+        if batch.num_rows == 0:
+            return
+        columns = ", ".join(batch.column_names)
+        with self._lock:
+            self._con.register("_batch", batch)
+            try:
+                self._con.execute(f"INSERT INTO {table_name} ({columns}) SELECT {columns} FROM _batch")
+            finally:
+                self._con.unregister("_batch")
+
+    def schema_version(self) -> int:
+        rows = self.execute("SELECT max(version) FROM schema_version")
+        return int(rows[0][0] or 0)
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)"
+            )
+            current = self.schema_version()
+            if current > SCHEMA_VERSION:
+                raise ConvsearchError(
+                    f"the store {self.path} has schema version {current}, newer than this convsearch "
+                    f"({SCHEMA_VERSION}): upgrade convsearch"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                with self.transaction():
+                    self._con.execute(MIGRATIONS[version - 1])
+                    self._con.execute("INSERT INTO schema_version VALUES (?, now())", [version])

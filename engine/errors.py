@@ -1,0 +1,119 @@
+"""One error hierarchy for the whole engine: every surface turns these into clean messages.
+
+Each error carries a stable `code` (for HTTP/MCP clients) and the HTTP status it maps to.
+Messages always say what to do instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConvsearchError",
+    "InvalidInputError",
+    "InvalidTimestampError",
+    "UnknownTimezoneError",
+    "OutOfOrderError",
+    "ImportFileError",
+    "NotFoundError",
+    "UnknownUserError",
+    "UnknownThreadError",
+    "UnknownMessageError",
+    "UnknownDaySegmentError",
+    "UnknownConversationError",
+    "IndexStateError",
+    "StoreLockedError",
+    "EmbeddingUnavailableError",
+    "AuthError",
+]
+
+
+class ConvsearchError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    code = "error"
+    http_status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInputError(ConvsearchError):
+    """The caller sent something the engine cannot accept."""
+
+    code = "invalid_input"
+    http_status = 422
+
+
+class InvalidTimestampError(InvalidInputError):
+    code = "invalid_timestamp"
+
+
+class UnknownTimezoneError(InvalidInputError):
+    code = "unknown_timezone"
+
+
+class OutOfOrderError(InvalidInputError):
+    """A message older than the thread's last one: threads are append-only in time order."""
+
+    code = "out_of_order"
+
+
+class ImportFileError(InvalidInputError):
+    """A bad record in an import file; `location` names its line or index."""
+
+    code = "bad_import_record"
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        super().__init__(f"{location}: {message}" if location else message)
+        self.location = location
+
+
+class NotFoundError(ConvsearchError):
+    code = "not_found"
+    http_status = 404
+
+
+class UnknownUserError(NotFoundError):
+    code = "unknown_user"
+
+
+class UnknownThreadError(NotFoundError):
+    code = "unknown_thread"
+
+
+class UnknownMessageError(NotFoundError):
+    code = "unknown_message"
+
+
+class UnknownDaySegmentError(NotFoundError):
+    code = "unknown_day_segment"
+
+
+class UnknownConversationError(NotFoundError):
+    code = "unknown_conversation"
+
+
+class IndexStateError(ConvsearchError):
+    """An index directory that does not match the store or the configuration."""
+
+    code = "index_mismatch"
+    http_status = 409
+
+
+class StoreLockedError(ConvsearchError):
+    """Another process holds the DuckDB file for writing (DuckDB allows one writer process)."""
+
+    code = "store_locked"
+    http_status = 423
+
+
+class EmbeddingUnavailableError(ConvsearchError):
+    """The embedding model could not load or answered too slowly; search falls back to lexical."""
+
+    code = "embedding_unavailable"
+    http_status = 503
+
+
+class AuthError(ConvsearchError):
+    code = "unauthorized"
+    http_status = 401

@@ -1,0 +1,180 @@
+"""Conversations, day segments and summaries: the records that give a thread its shape in time."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Sequence
+
+from engine.db import Database
+from engine.errors import UnknownConversationError, UnknownDaySegmentError
+from engine.models import Conversation, DaySegment, Summary, day_segment_id
+from engine.rows import (
+    CONVERSATION_COLUMNS,
+    DAY_SEGMENT_COLUMNS,
+    SUMMARY_COLUMNS,
+    conversation_from_row,
+    day_segment_from_row,
+    naive_utc,
+    summary_from_row,
+)
+
+__all__ = ["Timeline", "conversation_id_for"]
+
+
+def conversation_id_for(thread_id: str, ordinal: int) -> str:
+    return f"{thread_id}:conv:{ordinal}"
+
+
+class Timeline:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # Conversations ---------------------------------------------------------------------------
+    def last_conversation(self, thread_id: str) -> tuple[Conversation, int] | None:
+        """The thread's latest conversation with its ordinal."""
+        rows = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS}, ordinal FROM conversations WHERE thread_id = ? ORDER BY ordinal DESC LIMIT 1",
+            [thread_id],
+        )
+        return (conversation_from_row(rows[0][:-1]), int(rows[0][-1])) if rows else None
+
+    def open_conversation(self, thread_id: str, user_id: str, ordinal: int, first_seq: int, at: datetime) -> str:
+        conversation_id = conversation_id_for(thread_id, ordinal)
+        self.db.execute(
+            "INSERT INTO conversations (conversation_id, thread_id, user_id, ordinal, started_at, last_message_at, "
+            "first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [conversation_id, thread_id, user_id, ordinal, naive_utc(at), naive_utc(at), first_seq, first_seq],
+        )
+        return conversation_id
+
+    def extend_conversation(self, conversation_id: str, last_seq: int, at: datetime) -> None:
+        self.db.execute(
+            "UPDATE conversations SET last_seq = ?, last_message_at = ? WHERE conversation_id = ?",
+            [last_seq, naive_utc(at), conversation_id],
+        )
+
+    def end_conversation(self, conversation_id: str, ended_at: datetime, reason: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET ended_at = ?, end_reason = ? WHERE conversation_id = ? AND ended_at IS NULL",
+            [naive_utc(ended_at), reason, conversation_id],
+        )
+
+    def set_conversation_summary(self, conversation_id: str, title: str, summary: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET title = ?, summary = ? WHERE conversation_id = ?", [title, summary, conversation_id]
+        )
+
+    def get_conversation(self, conversation_id: str, *, user_id: str) -> Conversation:
+        rows = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation_id = ? AND user_id = ?",
+            [conversation_id, user_id],
+        )
+        if not rows:
+            raise UnknownConversationError(
+                f"unknown conversation {conversation_id!r}: list recent conversations to get valid ids"
+            )
+        return conversation_from_row(rows[0])
+
+    def conversations(self, thread_id: str, *, limit: int | None = None, ended_only: bool = False) -> list[Conversation]:
+        """The thread's conversations, newest first."""
+        sql = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE thread_id = ?"
+        sql += " AND ended_at IS NOT NULL" if ended_only else ""
+        sql += " ORDER BY ordinal DESC" + (" LIMIT ?" if limit is not None else "")
+        params: list[object] = [thread_id] + ([limit] if limit is not None else [])
+        return [conversation_from_row(r) for r in self.db.execute(sql, params)]
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        self.db.execute("DELETE FROM conversations WHERE conversation_id = ?", [conversation_id])
+
+    # Day segments ----------------------------------------------------------------------------
+    def touch_day(self, user_id: str, thread_id: str, day_label: date, first_seq: int, last_seq: int, at: datetime) -> bool:
+        """Open the day's segment at `first_seq` or extend it to `last_seq`; True when it opened."""
+        segment_id = day_segment_id(thread_id, day_label)
+        updated = self.db.execute(
+            "UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ? RETURNING day_segment_id",
+            [last_seq, segment_id],
+        )
+        if updated:
+            return False
+        self.db.execute(
+            "INSERT INTO day_segments VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+            [segment_id, user_id, thread_id, day_label, first_seq, last_seq, naive_utc(at)],
+        )
+        return True
+
+    def get_day_segment(self, segment_id: str, *, user_id: str) -> DaySegment:
+        rows = self.db.execute(
+            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE day_segment_id = ? AND user_id = ?",
+            [segment_id, user_id],
+        )
+        if not rows:
+            raise UnknownDaySegmentError(
+                f"unknown day segment {segment_id!r}: day segment ids come from search results"
+            )
+        return day_segment_from_row(rows[0])
+
+    def day_segments(self, thread_id: str) -> list[DaySegment]:
+        rows = self.db.execute(
+            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id]
+        )
+        return [day_segment_from_row(r) for r in rows]
+
+    def set_day_summary(self, segment_id: str, markdown: str | None, at: datetime) -> None:
+        self.db.execute(
+            "UPDATE day_segments SET summary_markdown = ?, updated_at = ? WHERE day_segment_id = ?",
+            [markdown, naive_utc(at), segment_id],
+        )
+
+    def refresh_day_bounds(self, thread_id: str) -> None:
+        """After deletions: shrink day segments to their remaining messages, drop empty ones."""
+        self.db.execute(
+            "DELETE FROM day_segments WHERE thread_id = ? AND day_label NOT IN "
+            "(SELECT DISTINCT day_label FROM messages WHERE thread_id = ?)",
+            [thread_id, thread_id],
+        )
+        self.db.execute(
+            "UPDATE day_segments d SET starts_at_seq = b.lo, ends_at_seq = b.hi FROM "
+            "(SELECT day_label, min(seq) AS lo, max(seq) AS hi FROM messages WHERE thread_id = ? GROUP BY day_label) b "
+            "WHERE d.thread_id = ? AND d.day_label = b.day_label",
+            [thread_id, thread_id],
+        )
+
+    # Summaries -------------------------------------------------------------------------------
+    def upsert_summary(self, summary: Summary) -> None:
+        self.db.execute("DELETE FROM summaries WHERE summary_id = ?", [summary.summary_id])
+        self.db.execute(
+            f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [summary.summary_id, summary.thread_id, summary.user_id, summary.kind, summary.from_seq,
+             summary.to_seq, summary.markdown, naive_utc(summary.created_at), naive_utc(summary.updated_at),
+             summary.day_label, summary.conversation_id, summary.title, summary.message_count],
+        )
+
+    def summaries(self, thread_id: str, *, kinds: Sequence[str] | None = None) -> list[Summary]:
+        """The thread's summaries ordered by the span they cover."""
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE thread_id = ?"
+        params: list[object] = [thread_id]
+        if kinds:
+            sql += " AND list_contains(?, kind)"
+            params.append(list(kinds))
+        return [summary_from_row(r) for r in self.db.execute(sql + " ORDER BY from_seq, to_seq, summary_id", params)]
+
+    def summaries_of_user(self, user_id: str) -> list[Summary]:
+        rows = self.db.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE user_id = ? ORDER BY thread_id, from_seq", [user_id]
+        )
+        return [summary_from_row(r) for r in rows]
+
+    def get_summary(self, summary_id: str, *, user_id: str) -> Summary | None:
+        rows = self.db.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ? AND user_id = ?", [summary_id, user_id]
+        )
+        return summary_from_row(rows[0]) if rows else None
+
+    def delete_summaries_touching(self, thread_id: str, seqs: Sequence[int]) -> list[str]:
+        """Drop summaries whose span holds any of `seqs` (their text may quote deleted words)."""
+        rows = self.db.execute(
+            "DELETE FROM summaries s WHERE thread_id = ? AND EXISTS "
+            "(SELECT 1 FROM unnest(?::BIGINT[]) AS t(x) WHERE t.x BETWEEN s.from_seq AND s.to_seq) RETURNING summary_id",
+            [thread_id, list(seqs)],
+        )
+        return [r[0] for r in rows]

@@ -1,0 +1,104 @@
+"""The store on a real DuckDB file: users, threads, messages, reopening, isolation, bad input."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from engine.db import SCHEMA_VERSION, Database
+from engine.errors import (
+    InvalidInputError,
+    StoreLockedError,
+    UnknownMessageError,
+    UnknownThreadError,
+    UnknownTimezoneError,
+    UnknownUserError,
+)
+from engine.ingest import Ingestor
+from engine.models import NewMessage
+from engine.store import Store
+
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def _msgs(n: int, start: datetime = T0, step: timedelta = timedelta(minutes=1), prefix: str = "m") -> list[NewMessage]:
+    return [NewMessage("user" if i % 2 == 0 else "assistant", f"{prefix} number {i}", start + i * step,
+                       message_id=f"{prefix}-{i}") for i in range(n)]
+
+
+def test_everything_survives_close_and_reopen(tmp_path):
+    path = tmp_path / "store.duckdb"
+    with Store(path) as store:
+        store.ensure_user("alice", "Europe/Paris")
+        Ingestor(store, idle_timeout=timedelta(minutes=30)).add_messages("alice", _msgs(5))
+        before = store.stats()
+    with Store(path) as store:
+        assert store.stats() == before
+        assert before["messages"] == 5 and before["users"] == 1
+        assert [m.content for m in store.messages_in_range("alice:continuous", 1)] == [f"m number {i}" for i in range(5)]
+        assert store.db.schema_version() == SCHEMA_VERSION
+
+
+def test_migrations_are_applied_once(tmp_path):
+    path = tmp_path / "s.duckdb"
+    Database(path).close()
+    db = Database(path)
+    assert db.execute("SELECT count(*) FROM schema_version")[0][0] == SCHEMA_VERSION
+    db.close()
+
+
+def test_unknown_ids_and_zones_get_clear_errors(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        with pytest.raises(UnknownUserError, match="ensure_user"):
+            store.get_user("nobody")
+        with pytest.raises(UnknownTimezoneError, match="IANA"):
+            store.ensure_user("x", "Mars/Olympus")
+        assert store.stats()["users"] == 0
+        store.ensure_user("alice")
+        with pytest.raises(UnknownThreadError):
+            store.get_thread("nope")
+        with pytest.raises(UnknownMessageError):
+            store.get_message("nope")
+        with pytest.raises(InvalidInputError):
+            store.ensure_user("")
+
+
+def test_other_users_ids_look_unknown(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        ingestor = Ingestor(store, idle_timeout=timedelta(minutes=30))
+        for user in ("alice", "bob"):
+            store.ensure_user(user)
+            ingestor.add_messages(user, _msgs(2, prefix=user))
+        with pytest.raises(UnknownMessageError):
+            store.get_message("bob-0", user_id="alice")
+        with pytest.raises(UnknownThreadError):
+            store.get_thread("bob:continuous", user_id="alice")
+        assert store.messages_by_ids(["bob-0", "alice-0"], user_id="alice")[0].message_id == "alice-0"
+        assert len(store.messages_by_ids(["bob-0", "alice-0"], user_id="alice")) == 1
+
+
+def test_substring_search_is_literal(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        store.ensure_user("u")
+        Ingestor(store, idle_timeout=timedelta(minutes=30)).add_messages("u", [
+            NewMessage("user", "100% sure it's a_b", T0), NewMessage("user", "1000 sure", T0),
+        ])
+        found = store.substring_search("u:continuous", "0% SURE IT'S A_B")
+        assert [m.seq for m in found] == [1]
+
+
+def test_second_writer_process_gets_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.duckdb"
+    with Store(path):
+        code = (
+            "import sys\nfrom engine.store import Store\nfrom engine.errors import StoreLockedError\n"
+            f"try:\n    Store({str(path)!r})\nexcept StoreLockedError as e:\n    print('LOCKED', e)\n    sys.exit(3)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "another process" in done.stdout
+    assert StoreLockedError.http_status == 423
