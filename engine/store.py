@@ -44,6 +44,7 @@ class Store:
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.db = Database(path)
         self.timeline = Timeline(self.db)
+        self._users: dict[str, User] = {}  # users never change once created; deletion evicts
 
     def close(self) -> None:
         self.db.close()
@@ -67,10 +68,16 @@ class Store:
         return self.get_user(user_id)
 
     def get_user(self, user_id: str) -> User:
+        if user_id in self._users:
+            return self._users[user_id]
         rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
         if not rows:
             raise UnknownUserError(f"unknown user {user_id!r}: create it first (ensure_user or `convsearch ingest --user`)")
-        return user_from_row(rows[0])
+        user = self._users[user_id] = user_from_row(rows[0])
+        return user
+
+    def forget_cached_user(self, user_id: str) -> None:
+        self._users.pop(user_id, None)
 
     def list_users(self) -> list[User]:
         return [user_from_row(r) for r in self.db.execute("SELECT user_id, timezone, created_at FROM users ORDER BY user_id")]

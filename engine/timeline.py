@@ -28,6 +28,9 @@ def conversation_id_for(thread_id: str, ordinal: int) -> str:
 class Timeline:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Bumped by every summary write, so in-memory summary indexes know when to rebuild
+        # without asking the database on each search.
+        self.revision = 0
 
     # Conversations ---------------------------------------------------------------------------
     def last_conversation(self, thread_id: str) -> tuple[Conversation, int] | None:
@@ -120,6 +123,7 @@ class Timeline:
         return [day_segment_from_row(r) for r in rows]
 
     def set_day_summary(self, segment_id: str, markdown: str | None, at: datetime) -> None:
+        self.revision += 1
         self.db.execute(
             "UPDATE day_segments SET summary_markdown = ?, updated_at = ? WHERE day_segment_id = ?",
             [markdown, naive_utc(at), segment_id],
@@ -141,6 +145,7 @@ class Timeline:
 
     # Summaries -------------------------------------------------------------------------------
     def upsert_summary(self, summary: Summary) -> None:
+        self.revision += 1
         self.db.execute("DELETE FROM summaries WHERE summary_id = ?", [summary.summary_id])
         self.db.execute(
             f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -172,6 +177,7 @@ class Timeline:
 
     def delete_summaries_touching(self, thread_id: str, seqs: Sequence[int]) -> list[str]:
         """Drop summaries whose span holds any of `seqs` (their text may quote deleted words)."""
+        self.revision += 1
         rows = self.db.execute(
             "DELETE FROM summaries s WHERE thread_id = ? AND EXISTS "
             "(SELECT 1 FROM unnest(?::BIGINT[]) AS t(x) WHERE t.x BETWEEN s.from_seq AND s.to_seq) RETURNING summary_id",

@@ -1,0 +1,113 @@
+"""What the Navigator returns: frozen records the CLI, HTTP and MCP surfaces serialise.
+
+Datetimes are aware UTC; surfaces turn them into ISO strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from engine.models import Message, Summary
+
+__all__ = [
+    "MessageView",
+    "DayView",
+    "SummaryView",
+    "TurnsSince",
+    "TurnsAround",
+    "ConversationContext",
+    "message_view",
+    "summary_view",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    message_id: str
+    seq: int
+    role: str
+    speaker: str | None
+    content: str
+    created_at: datetime
+    day_label: date
+    conversation_id: str
+    tools_used: tuple[str, ...]
+    thread_id: str
+    day_segment_id: str  # so a caller can open the message's day with get_day
+
+
+@dataclass(frozen=True, slots=True)
+class DayView:
+    day_segment_id: str
+    thread_id: str
+    day_label: date
+    summary_markdown: str | None  # None until the day has been summarised
+    updated_at: datetime
+    message_ids: tuple[str, ...]  # the day's turns in seq order (engine notes left out)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryView:
+    summary_id: str
+    kind: str
+    from_seq: int
+    to_seq: int
+    message_count: int  # turns actually stored in from_seq..to_seq, not the span's width
+    markdown: str
+    title: str | None
+    day_label: date | None
+    conversation_id: str | None
+    ends_at: datetime | None  # created_at of the last stored message of the span
+    updated_at: datetime
+    overlap: int = 0  # of message_count, how many a newer chosen summary already represents
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsSince:
+    since: datetime
+    messages: tuple[MessageView, ...]
+    summaries: tuple[SummaryView, ...]
+    truncated: bool
+    next_seq: int | None = None  # when truncated: pass as from_seq to get the rest
+    next_timestamp: datetime | None = None  # created_at of the first message left out
+    continue_with: str | None = None
+    notice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsAround:
+    moment: datetime
+    messages: tuple[MessageView, ...]  # before-part then after-part, in seq order
+    before_count: int
+    after_count: int
+    requested_before: int
+    requested_after: int
+    notice: str | None = None  # says when history could not fill one side
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationContext:
+    requested_turns: int
+    uncovered_count: int  # turns of the thread no summary covers
+    summaries: tuple[SummaryView, ...]  # oldest first
+    turns: tuple[MessageView, ...]  # raw uncovered turns, in order
+    turns_covered: int  # messages represented: raw turns plus summaries' non-overlapping counts
+
+
+def message_view(message: Message) -> MessageView:
+    return MessageView(
+        message_id=message.message_id, seq=message.seq, role=message.role, speaker=message.speaker,
+        content=message.content, created_at=message.created_at, day_label=message.day_label,
+        conversation_id=message.conversation_id, tools_used=tuple(message.tools_used),
+        thread_id=message.thread_id, day_segment_id=message.day_segment_id,
+    )
+
+
+def summary_view(summary: Summary, message_count: int, ends_at: datetime | None, overlap: int = 0) -> SummaryView:
+    return SummaryView(
+        summary_id=summary.summary_id, kind=summary.kind, from_seq=summary.from_seq, to_seq=summary.to_seq,
+        message_count=message_count, markdown=summary.markdown, title=summary.title,
+        day_label=summary.day_label, conversation_id=summary.conversation_id, ends_at=ends_at,
+        updated_at=summary.updated_at, overlap=overlap,
+    )

@@ -1,0 +1,452 @@
+"""A sparse BM25 (Okapi, rank_bm25-compatible) index over caller-chosen int64 labels.
+
+Storage: a vocabulary (term -> id), a document-frequency array, and per-document arrays
+(`labels`, `doc_len`) over a dense internal id space 0..n-1. Postings hold *raw* term
+frequencies in CSR-by-term segments (`terms`, `ptr`, `docs`, `tfs`); BM25 is computed at query
+time from raw tf, document lengths and a cached idf vector, so adding documents never makes a
+stored number stale.
+
+Why delta segments: add() turns its batch into one new small segment (a vectorised sort of that
+batch only) instead of rebuilding the index. The last two segments are merged while the newer
+is at least half the size of the older (or there are more than a few), like a binary counter:
+sizes shrink geometrically, so a query visits O(log n) segments and each posting is re-merged
+O(log n) times. save() merges everything into one segment.
+
+Why remove() compacts: deletion is rare, so it filters the removed documents' postings out of
+the segments holding them and renumbers the survivors (one vectorised gather per segment).
+A dense id space means no tombstones: the query accumulator, doc lengths and the label lookup
+never carry dead entries, and N / avgdl / df stay exact, as rank_bm25 parity requires.
+
+A query gathers the postings of its terms from every segment, computes each posting's BM25
+contribution in one vectorised expression and sums per document with np.bincount. A document
+lives in one segment and terms are visited in id order, so its sum (hence tie-breaking) does not
+depend on how documents happen to be segmented. Mutations are not thread-safe: callers serialise
+add/remove against other calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+from dataclasses import dataclass, replace
+from functools import reduce
+from itertools import chain
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import IndexStateError, InvalidInputError
+
+__all__ = ["Bm25Params", "Bm25Index"]
+
+_FORMAT = 1
+_MAX_SEGMENTS = 8
+# Saved arrays and their dtypes; the (large) posting arrays are memory-mapped on load.
+_ARRAYS = {"labels": np.int64, "doc_len": np.int64, "df": np.int64,
+           "terms": np.int32, "ptr": np.int64, "docs": np.int32, "tfs": np.int32}
+_MMAPPED = frozenset({"terms", "ptr", "docs", "tfs"})
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Params:
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25  # rank_bm25's floor for negative idf: epsilon * average idf
+
+    def __post_init__(self) -> None:
+        values = (self.k1, self.b, self.epsilon)
+        if not all(math.isfinite(v) for v in values) or self.k1 < 0 or not 0 <= self.b <= 1:
+            raise InvalidInputError(f"BM25 needs finite k1 >= 0 and 0 <= b <= 1, got {values}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """Postings CSR by term: documents docs[ptr[i]:ptr[i+1]] contain term terms[i]."""
+
+    terms: np.ndarray  # int32, strictly increasing term ids
+    ptr: np.ndarray  # int64, len(terms) + 1
+    docs: np.ndarray  # int32 internal document ids
+    tfs: np.ndarray  # int32 raw term frequencies
+
+    @property
+    def size(self) -> int:
+        return len(self.docs)
+
+    def posting_terms(self) -> np.ndarray:
+        return np.repeat(self.terms, np.diff(self.ptr))
+
+    @staticmethod
+    def from_sorted(post_terms: np.ndarray, docs: np.ndarray, tfs: np.ndarray) -> _Segment:
+        """Build from postings already sorted by term."""
+        heads = _run_starts(post_terms)
+        ptr = np.append(heads, len(post_terms)).astype(np.int64)
+        terms = post_terms[heads].astype(np.int32)
+        return _Segment(terms, ptr, docs.astype(np.int32, copy=False), tfs.astype(np.int32, copy=False))
+
+
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """Index of the first element of each run of equal values (in a sorted array)."""
+    if not len(values):
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+
+
+_EMPTY = _Segment.from_sorted(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+def _merge(older: _Segment, newer: _Segment) -> _Segment:
+    """One segment from two; the stable sort keeps each term's postings in document order."""
+    terms = np.concatenate((older.posting_terms(), newer.posting_terms()))
+    order = np.argsort(terms, kind="stable")
+    docs = np.concatenate((older.docs, newer.docs))[order]
+    return _Segment.from_sorted(terms[order], docs, np.concatenate((older.tfs, newer.tfs))[order])
+
+
+def _batch_segment(term_ids: np.ndarray, lengths: np.ndarray, first_doc: int) -> _Segment:
+    """Postings of a batch: runs of equal sorted (term, doc) keys give tf, ordered by term then doc."""
+    n = len(lengths)
+    keys = np.sort(term_ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths))
+    heads = _run_starts(keys)
+    keys, tfs = keys[heads], np.diff(np.append(heads, len(keys)))
+    return _Segment.from_sorted(keys // n, keys % n + first_doc, tfs)
+
+
+def _as_labels(labels: Any) -> np.ndarray:
+    """Labels as a 1-D int64 array; anything else is the caller's mistake."""
+    try:
+        arr = np.asarray(labels if isinstance(labels, (np.ndarray, Sequence)) else list(labels))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"labels must be a flat sequence of int64 values: {exc}") from exc
+    if arr.size == 0:
+        return np.zeros(0, np.int64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max):
+        raise InvalidInputError(f"labels must be a flat sequence of int64 values, got {arr.dtype} {arr.shape}")
+    return arr.astype(np.int64, copy=False)
+
+
+class Bm25Index:
+    """BM25 over int64 labels; scores equal rank_bm25.BM25Okapi on the live documents."""
+
+    def __init__(self, params: Bm25Params = Bm25Params()) -> None:
+        self.params = params
+        self._vocab: dict[str, int] = {}
+        self._terms: list[str] = []
+        self._df = np.zeros(0, np.int64)  # live documents containing each term id
+        self._labels = np.zeros(0, np.int64)  # internal id -> label
+        self._doc_len = np.zeros(0, np.int64)
+        self._total_len = 0
+        self._segments: list[_Segment] = []
+        self._increasing = True  # labels ascending in internal order: lookups need no sort
+        self._cache: dict[str, Any] = {}  # idf, per-doc length norm, sorted labels; cleared on change
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __contains__(self, label: object) -> bool:
+        try:
+            arr = _as_labels([label])
+        except (InvalidInputError, TypeError, ValueError, OverflowError):
+            return False
+        return bool(self._doc_ids(arr)[0] >= 0)
+
+    # ----- mutation
+
+    def add(self, labels: Sequence[int], token_lists: Sequence[Sequence[str]]) -> None:
+        """Index new documents; a label already present (or repeated in the batch) is refused."""
+        new = _as_labels(labels)
+        if len(new) != len(token_lists):
+            raise InvalidInputError(f"add() got {len(new)} labels but {len(token_lists)} token lists")
+        if any(isinstance(t, str) for t in token_lists):
+            raise InvalidInputError("token_lists must hold token sequences, not strings: tokenize first")
+        if not len(new):
+            return
+        self._check_new_labels(new)
+        lengths = np.fromiter(map(len, token_lists), np.int64, len(new))
+        segment = _batch_segment(self._term_ids(list(chain.from_iterable(token_lists))), lengths, len(self))
+        self._df += np.bincount(segment.posting_terms(), minlength=len(self._df))
+        self._increasing = self._increasing and bool(np.all(np.diff(new) > 0)) and (
+            not len(self) or bool(new[0] > self._labels[-1])
+        )
+        self._labels = np.concatenate((self._labels, new))
+        self._doc_len = np.concatenate((self._doc_len, lengths))
+        self._total_len += int(lengths.sum())
+        if segment.size:
+            self._segments.append(segment)
+            self._merge_tail()
+        self._cache.clear()
+
+    def remove(self, labels: Iterable[int]) -> None:
+        """Drop documents by label; unknown labels are ignored."""
+        ids = self._doc_ids(_as_labels(labels))
+        ids = ids[ids >= 0]
+        if not len(ids):
+            return
+        dead = np.zeros(len(self), bool)
+        dead[ids] = True
+        new_id = (np.cumsum(~dead) - 1).astype(np.int32)  # survivors keep their order
+        segments = []
+        for seg in self._segments:
+            gone = dead[seg.docs]
+            if gone.any():
+                post_terms = seg.posting_terms()
+                self._df -= np.bincount(post_terms[gone], minlength=len(self._df))
+                keep = ~gone
+                seg = _Segment.from_sorted(post_terms[keep], new_id[seg.docs[keep]], seg.tfs[keep])
+            else:
+                seg = replace(seg, docs=new_id[seg.docs])
+            if seg.size:
+                segments.append(seg)
+        self._segments = segments
+        self._total_len -= int(self._doc_len[dead].sum())
+        self._labels = self._labels[~dead]
+        self._doc_len = self._doc_len[~dead]
+        self._cache.clear()
+
+    def _check_new_labels(self, new: np.ndarray) -> None:
+        if len(np.unique(new)) != len(new):
+            raise InvalidInputError("add() got the same label twice in one batch")
+        present = self._doc_ids(new) >= 0
+        if present.any():
+            raise InvalidInputError(f"label {int(new[present][0])} is already indexed: remove it first")
+
+    def _term_ids(self, tokens: list[str]) -> np.ndarray:
+        """Term id of every token, giving new terms ids in sorted order (deterministic files)."""
+        try:
+            fresh = set(tokens).difference(self._vocab)
+        except TypeError as exc:
+            raise InvalidInputError(f"tokens must be strings: {exc}") from exc
+        if fresh:
+            if not all(isinstance(t, str) for t in fresh):
+                raise InvalidInputError("tokens must be strings")
+            start = len(self._terms)
+            self._terms.extend(sorted(fresh))
+            self._vocab.update(zip(self._terms[start:], range(start, len(self._terms))))
+            self._df = np.concatenate((self._df, np.zeros(len(fresh), np.int64)))
+        return np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
+
+    def _merge_tail(self) -> None:
+        segs = self._segments
+        while len(segs) > 1 and (len(segs) > _MAX_SEGMENTS or 2 * segs[-1].size >= segs[-2].size):
+            segs[-2:] = [_merge(segs[-2], segs[-1])]
+
+    # ----- queries
+
+    def search(
+        self, query_tokens: Sequence[str], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top k (labels, scores) among documents matching any query term, best first.
+
+        `allowed` restricts the candidates before the cut; equal scores rank the larger label first.
+        """
+        k = operator.index(k)
+        if k < 0:
+            raise InvalidInputError(f"k must be >= 0, got {k}")
+        acc = self._accumulate(query_tokens)
+        if acc is None or k == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        scores, matched = acc
+        if allowed is not None:
+            matched &= self._mask(allowed)
+        cand = np.flatnonzero(matched)
+        cand_scores = scores[cand]
+        if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
+            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
+            keep = cand_scores >= kth
+            cand, cand_scores = cand[keep], cand_scores[keep]
+        labels = self._labels[cand]
+        order = np.lexsort((labels, cand_scores))[::-1][:k]
+        return labels[order], cand_scores[order]
+
+    def scores_for(self, query_tokens: Sequence[str], labels: np.ndarray) -> np.ndarray:
+        """BM25 score of each given label (0 for no match or a label not indexed)."""
+        wanted = _as_labels(labels)
+        out = np.zeros(len(wanted), np.float64)
+        acc = self._accumulate(query_tokens)
+        if acc is not None:
+            ids = self._doc_ids(wanted)
+            hit = ids >= 0
+            out[hit] = acc[0][ids[hit]]
+        return out
+
+    def max_score(self, query_tokens: Sequence[str]) -> float:
+        """Upper bound of any score for this query: sum of max(idf, 0) * (k1 + 1) per query token.
+
+        Each posting's tf factor tf*(k1+1)/(tf+norm) stays below k1+1; repeated query tokens count
+        repeatedly, as in the score. 0.0 when no query term has a positive idf.
+        """
+        tids, counts = self._query_terms(query_tokens)
+        positive = np.maximum(self._idf()[tids], 0.0)
+        return float(np.sum(positive * counts) * (self.params.k1 + 1))
+
+    def _query_terms(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct live term ids of the query (ascending) and how often each occurs."""
+        if isinstance(query_tokens, str):
+            raise InvalidInputError("query_tokens must be a token sequence, not a string: tokenize first")
+        ids = np.fromiter((self._vocab.get(t, -1) for t in query_tokens), np.int64)
+        tids, counts = np.unique(ids[ids >= 0], return_counts=True)
+        live = self._df[tids] > 0
+        return tids[live], counts[live]
+
+    def _accumulate(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Dense (score per internal id, matched mask), or None when no document can match."""
+        tids, counts = self._query_terms(query_tokens)
+        if not len(tids):
+            return None
+        weights = self._idf()[tids] * counts
+        docs, tfs, slice_weights, lengths = [], [], [], []
+        for seg in self._segments:
+            pos = np.minimum(np.searchsorted(seg.terms, tids), len(seg.terms) - 1)
+            for j in np.flatnonzero(seg.terms[pos] == tids):
+                start, end = seg.ptr[pos[j]], seg.ptr[pos[j] + 1]
+                docs.append(seg.docs[start:end])
+                tfs.append(seg.tfs[start:end])
+                slice_weights.append(weights[j])
+                lengths.append(end - start)
+        doc = np.concatenate(docs)
+        tf = np.concatenate(tfs).astype(np.float64)
+        k1 = self.params.k1
+        contrib = np.repeat(slice_weights, lengths) * (tf * (k1 + 1)) / (tf + self._norm()[doc])
+        matched = np.zeros(len(self), bool)
+        matched[doc] = True
+        return np.bincount(doc, weights=contrib, minlength=len(self)), matched
+
+    def _idf(self) -> np.ndarray:
+        """rank_bm25's idf per term id: negative values floored to epsilon * mean idf of live terms."""
+        idf = self._cache.get("idf")
+        if idf is None:
+            idf = np.zeros(len(self._df), np.float64)
+            live = self._df > 0
+            if live.any():
+                df = self._df[live].astype(np.float64)
+                raw = np.log(len(self) - df + 0.5) - np.log(df + 0.5)
+                idf[live] = np.where(raw < 0, self.params.epsilon * raw.mean(), raw)
+            self._cache["idf"] = idf
+        return idf
+
+    def _norm(self) -> np.ndarray:
+        """k1 * (1 - b + b * dl / avgdl) per document: the length part of BM25's denominator."""
+        norm = self._cache.get("norm")
+        if norm is None:
+            k1, b = self.params.k1, self.params.b
+            avgdl = self._total_len / len(self) if self._total_len else 1.0
+            norm = k1 * (1 - b + b * self._doc_len / avgdl)
+            self._cache["norm"] = norm
+        return norm
+
+    def _doc_ids(self, labels: np.ndarray) -> np.ndarray:
+        """Internal id of each label, -1 where it is not indexed."""
+        if not len(self):
+            return np.full(len(labels), -1, np.int64)
+        keys, order = self._sorted_labels()
+        pos = np.minimum(np.searchsorted(keys, labels), len(keys) - 1)
+        ids = pos if order is None else order[pos]
+        return np.where(keys[pos] == labels, ids, -1)
+
+    def _sorted_labels(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self._increasing:  # the usual case: labels grow with time
+            return self._labels, None
+        if "order" not in self._cache:
+            order = np.argsort(self._labels, kind="stable")
+            self._cache["order"] = (self._labels[order], order)
+        return self._cache["order"]
+
+    def _mask(self, allowed: np.ndarray) -> np.ndarray:
+        ids = self._doc_ids(_as_labels(allowed))
+        mask = np.zeros(len(self), bool)
+        mask[ids[ids >= 0]] = True
+        return mask
+
+    # ----- persistence
+
+    def save(self, directory: Path) -> None:
+        """Write one merged segment, the vocabulary and params.json (last) into `directory`.
+
+        Each file is written beside its target and renamed over it, so an index loaded from the
+        same directory (postings memory-mapped) keeps reading its old files safely.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._compact()
+        seg = self._segments[0] if self._segments else _EMPTY
+        arrays = {"labels": self._labels, "doc_len": self._doc_len, "df": self._df, "terms": seg.terms,
+                  "ptr": seg.ptr, "docs": seg.docs, "tfs": seg.tfs}
+        for name, arr in arrays.items():
+            _replace_file(directory / f"{name}.npy", lambda f, a=arr: np.save(f, a, allow_pickle=False))
+        _replace_file(directory / "vocab.json", lambda f: f.write(json.dumps(self._terms).encode()))
+        meta = {"format": _FORMAT, "k1": self.params.k1, "b": self.params.b, "epsilon": self.params.epsilon,
+                "n_docs": len(self), "n_terms": len(self._terms), "n_postings": seg.size}
+        _replace_file(directory / "params.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
+
+    @classmethod
+    def load(cls, directory: Path) -> Bm25Index:
+        """Read what save() wrote; a missing, truncated or inconsistent file -> IndexStateError."""
+        directory = Path(directory)
+        try:
+            meta = json.loads((directory / "params.json").read_text("utf-8"))
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"unknown format {meta.get('format')!r}")
+            index = cls(Bm25Params(float(meta["k1"]), float(meta["b"]), float(meta["epsilon"])))
+            terms = json.loads((directory / "vocab.json").read_text("utf-8"))
+            arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False,
+                                    mmap_mode="r" if name in _MMAPPED else None) for name in _ARRAYS}
+            problems = _inconsistencies(meta, terms, arrays)
+            if problems:
+                raise ValueError(f"inconsistent {', '.join(problems)}")
+        except (OSError, ValueError, EOFError, KeyError, TypeError, IndexError, InvalidInputError) as exc:
+            raise IndexStateError(f"BM25 index in {directory} is missing or corrupt ({exc}): rebuild it") from exc
+        index._terms = terms
+        index._vocab = {t: i for i, t in enumerate(terms)}
+        index._df, index._labels, index._doc_len = (np.array(arrays[n]) for n in ("df", "labels", "doc_len"))
+        index._total_len = int(index._doc_len.sum())
+        seg = _Segment(arrays["terms"], arrays["ptr"], arrays["docs"], arrays["tfs"])
+        index._segments = [seg] if seg.size else []
+        index._increasing = bool(np.all(np.diff(index._labels) > 0))
+        return index
+
+    def _compact(self) -> None:
+        """Merge all segments into one and drop terms no live document uses any more."""
+        if len(self._segments) > 1:
+            self._segments = [reduce(_merge, self._segments)]
+        live = self._df > 0
+        if live.all():
+            return
+        new_id = np.cumsum(live) - 1
+        self._terms = [t for t, keep in zip(self._terms, live.tolist()) if keep]
+        self._vocab = {t: i for i, t in enumerate(self._terms)}
+        self._df = self._df[live]
+        self._segments = [replace(s, terms=new_id[s.terms].astype(np.int32)) for s in self._segments]
+        self._cache.clear()
+
+
+def _inconsistencies(meta: dict[str, Any], terms: Any, a: dict[str, np.ndarray]) -> list[str]:
+    """Names of the checks that loaded files fail (empty: they describe one consistent index)."""
+    if any(a[name].dtype != dtype or a[name].ndim != 1 for name, dtype in _ARRAYS.items()):
+        return ["array types"]
+    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms) or len(set(terms)) != len(terms):
+        return ["vocabulary"]
+    n, ptr, seg_terms, docs = len(a["labels"]), a["ptr"], a["terms"], a["docs"]
+    if not (n == meta["n_docs"] == len(a["doc_len"]) and len(a["df"]) == len(terms) == meta["n_terms"]
+            and len(ptr) == len(seg_terms) + 1 and ptr[0] == 0 and ptr[-1] == len(docs) == len(a["tfs"])
+            and len(docs) == meta["n_postings"]):
+        return ["sizes"]
+    checks = {
+        "pointers": bool(np.all(np.diff(ptr) > 0)),
+        "terms": not len(seg_terms) or bool(np.all(np.diff(seg_terms) > 0) and seg_terms[0] >= 0
+                                            and seg_terms[-1] < len(terms)),
+        "postings": not len(docs) or bool(docs.min() >= 0 and docs.max() < n and a["tfs"].min() > 0),
+        "labels": len(np.unique(a["labels"])) == n,
+    }
+    if all(checks.values()):  # df must be exactly what the postings say
+        checks["df"] = np.array_equal(np.bincount(np.repeat(seg_terms, np.diff(ptr)), minlength=len(terms)), a["df"])
+    return [name for name, ok in checks.items() if not ok]
+
+
+def _replace_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write via a temporary sibling renamed over `path`: atomic per file, safe for live mmaps."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)

@@ -1,0 +1,277 @@
+"""Bm25Index: differential against rank_bm25, search semantics, mutation, persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from rank_bm25 import BM25Okapi
+
+from engine.errors import IndexStateError, InvalidInputError
+from indexers.bm25 import Bm25Index, Bm25Params
+
+Corpus = list[list[str]]
+
+
+def random_corpus(rng: np.random.Generator, n_docs: int, vocab: int = 60) -> Corpus:
+    """Zipf-ish words, some empty documents, repeated terms within documents."""
+    words = [f"w{i}" for i in range(vocab)]
+    weights = 1.0 / np.arange(1, vocab + 1)
+    lengths = rng.integers(0, 25, n_docs)
+    return [[words[i] for i in rng.choice(vocab, size=n, p=weights / weights.sum())] for n in lengths]
+
+
+def random_queries(rng: np.random.Generator, n: int, vocab: int = 60) -> Corpus:
+    # w-1 never occurs; repeats are allowed on purpose (rank_bm25 counts them twice)
+    return [[f"w{i}" for i in rng.integers(-1, vocab, rng.integers(1, 6))] for _ in range(n)]
+
+
+def build(labels: list[int], corpus: Corpus, params: Bm25Params = Bm25Params(), batch: int = 7) -> Bm25Index:
+    index = Bm25Index(params)
+    for start in range(0, len(corpus), batch):  # many small adds: exercises segments and merges
+        index.add(labels[start : start + batch], corpus[start : start + batch])
+    return index
+
+
+def assert_same_as_rank_bm25(index: Bm25Index, labels: list[int], corpus: Corpus, query: list[str]) -> None:
+    p = index.params
+    expected = BM25Okapi(corpus, k1=p.k1, b=p.b, epsilon=p.epsilon).get_scores(query)
+    assert np.allclose(index.scores_for(query, np.array(labels)), expected)
+    got_labels, got_scores = index.search(query, k=len(labels) + 5)
+    matching = {label for label, doc in zip(labels, corpus) if set(query) & set(doc)}
+    assert set(got_labels.tolist()) == matching  # OR semantics: exactly the documents with a query term
+    by_label = dict(zip(labels, expected))
+    assert np.allclose(got_scores, [by_label[label] for label in got_labels.tolist()])
+    assert np.all(np.diff(got_scores) <= 0)
+
+
+@pytest.mark.parametrize("params", [Bm25Params(), Bm25Params(k1=1.2, b=0.5, epsilon=0.1), Bm25Params(b=0.0)])
+def test_scores_equal_rank_bm25(params: Bm25Params) -> None:
+    rng = np.random.default_rng(7)
+    corpus = random_corpus(rng, 300)
+    labels = list(range(300))
+    index = build(labels, corpus, params)
+    for query in random_queries(rng, 40):
+        assert_same_as_rank_bm25(index, labels, corpus, query)
+
+
+def test_negative_idf_floor_matches_rank_bm25() -> None:
+    # "common" is in 4 of 5 documents: its raw idf is negative and gets epsilon * average idf.
+    corpus = [["common", "x"], ["common", "y"], ["common"], ["common", "z", "z"], ["rare"]]
+    labels = [10, 20, 30, 40, 50]
+    index = build(labels, corpus, batch=2)
+    ref = BM25Okapi(corpus)
+    assert ref.idf["common"] == pytest.approx(0.25 * ref.average_idf)
+    for query in (["common"], ["common", "z"], ["z", "z", "rare"], ["nothing"]):
+        assert_same_as_rank_bm25(index, labels, corpus, query)
+
+
+def test_after_add_and_remove_equals_rank_bm25_on_live_docs() -> None:
+    rng = np.random.default_rng(11)
+    corpus = random_corpus(rng, 400)
+    labels = [int(x) for x in rng.permutation(10_000)[:400]]  # not increasing: the sorted lookup path
+    index = build(labels, corpus, batch=13)
+    doomed = set(rng.choice(labels, 120, replace=False).tolist())
+    index.remove(list(doomed) + [999_999])  # an unknown label is ignored
+    index.remove(iter([labels[0], labels[0]]))
+    doomed.add(labels[0])
+    live = [(label, doc) for label, doc in zip(labels, corpus) if label not in doomed]
+    extra = random_corpus(rng, 30)
+    index.add(list(range(20_000, 20_030)), extra)
+    live += list(zip(range(20_000, 20_030), extra))
+    live_labels, live_docs = [lab for lab, _ in live], [doc for _, doc in live]
+    assert len(index) == len(live) and labels[0] not in index and 20_000 in index
+    for query in random_queries(rng, 40):
+        assert_same_as_rank_bm25(index, live_labels, live_docs, query)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=8), min_size=1, max_size=25),
+    removed=st.sets(st.integers(0, 24), max_size=10),
+    query=st.lists(st.sampled_from("abcdefghz"), min_size=1, max_size=4),
+    batch=st.integers(1, 6),
+)
+def test_property_equals_rank_bm25(docs: Corpus, removed: set[int], query: list[str], batch: int) -> None:
+    labels = list(range(len(docs)))
+    index = build(labels, docs, batch=batch)
+    index.remove(removed)
+    live = [(label, doc) for label, doc in zip(labels, docs) if label not in removed]
+    assume(any(doc for _, doc in live))  # rank_bm25 divides by zero on an empty vocabulary
+    assert_same_as_rank_bm25(index, [lab for lab, _ in live], [doc for _, doc in live], query)
+
+
+def test_ties_rank_larger_label_first_even_across_the_cut() -> None:
+    index = Bm25Index()
+    index.add([5, 3, 9, 1, 7], [["x", "y"]] * 4 + [["x", "y", "x"]])
+    index.add(list(range(100, 120)), [["filler", "words"]] * 20)  # keeps idf(x) positive
+    labels, scores = index.search(["x"], k=3)
+    assert labels.tolist() == [7, 9, 5]
+    assert scores[1] == scores[2] < scores[0]
+
+
+def test_allowed_filters_before_the_top_k_cut() -> None:
+    index = Bm25Index()
+    index.add([1, 2, 3, 4], [["a", "a", "a"], ["a", "a"], ["a", "b"], ["c"]])
+    labels, _ = index.search(["a"], k=1, allowed=np.array([3, 4, 77]))
+    assert labels.tolist() == [3]
+    assert index.search(["a"], k=5, allowed=np.array([], np.int64))[0].size == 0
+
+
+def test_or_semantics_and_no_nonmatching_results() -> None:
+    index = Bm25Index()
+    index.add([1, 2, 3], [["alpha"], ["beta"], ["gamma", "delta"]])
+    labels, scores = index.search(["alpha", "beta", "zeta"], k=10)
+    assert sorted(labels.tolist()) == [1, 2] and np.all(scores > 0)
+    assert index.search(["zeta"], k=10)[0].size == 0
+    assert index.search([], k=10)[0].size == 0
+
+
+def test_scores_for_unmatched_and_unknown_labels_are_zero() -> None:
+    index = Bm25Index()
+    index.add([1, 2, 3], [["a", "b"], ["c"], ["d"]])
+    scores = index.scores_for(["a"], np.array([1, 2, 42]))
+    assert scores[0] > 0 and scores[1:].tolist() == [0.0, 0.0]
+
+
+def test_max_score_bounds_every_score() -> None:
+    rng = np.random.default_rng(3)
+    corpus = random_corpus(rng, 200)
+    index = build(list(range(200)), corpus)
+    for query in random_queries(rng, 30):
+        _, scores = index.search(query, k=200)
+        if scores.size:
+            assert np.all(scores / index.max_score(query) < 1.0)
+    assert index.max_score(["w1", "w1"]) == pytest.approx(2 * index.max_score(["w1"]))  # repeats count
+    assert index.max_score(["w-1"]) == 0.0
+
+
+def test_add_refuses_present_or_repeated_labels_and_changes_nothing() -> None:
+    index = Bm25Index()
+    index.add([1, 2], [["a"], ["b"]])
+    before = index.search(["a", "b"], k=5)
+    with pytest.raises(InvalidInputError):
+        index.add([3, 2], [["a"], ["c"]])
+    with pytest.raises(InvalidInputError):
+        index.add([4, 4], [["a"], ["c"]])
+    assert len(index) == 2 and 3 not in index and 4 not in index
+    after = index.search(["a", "b"], k=5)
+    assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+
+
+@pytest.mark.parametrize(
+    "labels, token_lists",
+    [([1], "ab"), ([1], ["ab"]), ([1, 2], [["a"]]), (["x"], [["a"]]), ([1.5], [["a"]]), ([1], [[3]])],
+)
+def test_add_rejects_malformed_input(labels: list[object], token_lists: object) -> None:
+    with pytest.raises(InvalidInputError):
+        Bm25Index().add(labels, token_lists)  # type: ignore[arg-type]
+
+
+def test_invalid_query_arguments() -> None:
+    index = Bm25Index()
+    index.add([1], [["a"]])
+    with pytest.raises(InvalidInputError):
+        index.search("a", k=1)  # a string, not tokens
+    with pytest.raises(InvalidInputError):
+        index.search(["a"], k=-1)
+    assert index.search(["a"], k=0)[0].size == 0
+    with pytest.raises(InvalidInputError):
+        index.remove(5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        Bm25Params(b=1.5)
+
+
+def test_removed_label_can_be_added_again() -> None:
+    index = Bm25Index()
+    index.add([1, 2], [["a"], ["b"]])
+    index.remove([1])
+    assert 1 not in index and len(index) == 1
+    assert index.search(["a"], k=5)[0].size == 0
+    index.add([1], [["b", "c"]])
+    assert index.search(["b"], k=5)[0].tolist() == [1, 2]
+
+
+def test_single_document_adds_keep_few_segments() -> None:
+    rng = np.random.default_rng(5)
+    corpus = random_corpus(rng, 300)
+    index = build(list(range(300)), corpus, batch=1)
+    assert len(index._segments) <= 8  # merges keep queries from visiting one segment per add
+    assert_same_as_rank_bm25(index, list(range(300)), corpus, ["w1", "w5", "w30"])
+
+
+def test_empty_index() -> None:
+    index = Bm25Index()
+    assert len(index) == 0 and 1 not in index
+    assert index.search(["a"], k=3)[0].size == 0
+    assert index.scores_for(["a"], np.array([1])).tolist() == [0.0]
+    assert index.max_score(["a"]) == 0.0
+    index.remove([1])
+
+
+def _assert_same_results(a: Bm25Index, b: Bm25Index, queries: Corpus, labels: np.ndarray) -> None:
+    for query in queries:
+        got_a, got_b = a.search(query, k=20), b.search(query, k=20)
+        assert np.array_equal(got_a[0], got_b[0]) and np.array_equal(got_a[1], got_b[1])
+        assert np.array_equal(a.scores_for(query, labels), b.scores_for(query, labels))
+
+
+def test_save_load_round_trip_and_add_after_load(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    corpus = random_corpus(rng, 250)
+    params = Bm25Params(k1=1.2, b=0.7, epsilon=0.3)
+    index = build(list(range(250)), corpus, params)
+    index.remove(range(0, 250, 3))  # leaves vocabulary terms with no live document
+    queries = random_queries(rng, 25)
+    index.save(tmp_path / "new" / "bm25")
+    loaded = Bm25Index.load(tmp_path / "new" / "bm25")
+    assert loaded.params == params and len(loaded) == len(index)
+    _assert_same_results(index, loaded, queries, np.arange(260))
+    extra = random_corpus(rng, 20)
+    for idx in (index, loaded):
+        idx.add(list(range(300, 320)), extra)
+    _assert_same_results(index, loaded, queries, np.arange(330))
+    loaded.save(tmp_path / "new" / "bm25")  # over the files it has memory-mapped
+    _assert_same_results(index, Bm25Index.load(tmp_path / "new" / "bm25"), queries, np.arange(330))
+
+
+def test_empty_index_round_trip(tmp_path: Path) -> None:
+    Bm25Index().save(tmp_path)
+    loaded = Bm25Index.load(tmp_path)
+    assert len(loaded) == 0
+    loaded.add([1], [["a"]])
+    assert loaded.search(["a"], k=1)[0].tolist() == [1]
+
+
+def _saved(tmp_path: Path) -> Path:
+    index = Bm25Index()
+    index.add([1, 2, 3], [["a", "b"], ["b"], ["c", "c"]])
+    index.save(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("victim", ["params.json", "vocab.json", "docs.npy", "df.npy"])
+def test_load_detects_missing_file(tmp_path: Path, victim: str) -> None:
+    (_saved(tmp_path) / victim).unlink()
+    with pytest.raises(IndexStateError):
+        Bm25Index.load(tmp_path)
+
+
+@pytest.mark.parametrize("victim", ["params.json", "vocab.json", "docs.npy", "ptr.npy", "labels.npy"])
+def test_load_detects_truncated_file(tmp_path: Path, victim: str) -> None:
+    path = _saved(tmp_path) / victim
+    path.write_bytes(path.read_bytes()[:-7])
+    with pytest.raises(IndexStateError):
+        Bm25Index.load(tmp_path)
+
+
+def test_load_detects_inconsistent_arrays(tmp_path: Path) -> None:
+    directory = _saved(tmp_path)
+    np.save(directory / "df.npy", np.array([1, 1, 1], np.int64))  # b is in two documents
+    with pytest.raises(IndexStateError):
+        Bm25Index.load(directory)
+    with pytest.raises(IndexStateError):
+        Bm25Index.load(tmp_path / "does-not-exist")
