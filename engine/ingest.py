@@ -110,6 +110,10 @@ class Ingestor:
         opened: list[tuple[str, int, int, datetime]] = []
         for offset, m in enumerate(messages, start=1):
             seq = last_seq + offset
+            if m.kind == "note" and state.conversation_id is not None:
+                # engine notes join the latest conversation; they never open, extend or end one
+                placed.append(_message(m, thread_id, user_id, seq, tz, state.conversation_id))
+                continue
             idle = state.last_at is not None and m.created_at - state.last_at > self.idle_timeout
             forced = one_conversation and offset == 1
             if state.conversation_id is None or state.ended or (idle and not one_conversation) or forced:
@@ -119,20 +123,14 @@ class Ingestor:
                 state = _ConversationState(conversation_id_for(thread_id, ordinal), ordinal, m.created_at, False)
                 opened.append((state.conversation_id, ordinal, seq, m.created_at))
             state = replace(state, last_at=m.created_at)
-            placed.append(Message(
-                message_id=m.message_id or f"m_{uuid.uuid4().hex}", thread_id=thread_id, user_id=user_id,
-                seq=seq, role=m.role, content=m.content, created_at=m.created_at,
-                day_label=local_day(m.created_at, tz), conversation_id=state.conversation_id,
-                speaker=m.speaker, tools_used=tuple(m.tools_used), metadata=dict(m.metadata),
-                external_id=m.external_id, kind=m.kind,
-            ))
+            placed.append(_message(m, thread_id, user_id, seq, tz, state.conversation_id))
         self._write_conversations(user_id, thread_id, placed, opened, ended)
         return placed, ended
 
     def _write_conversations(self, user_id: str, thread_id: str, placed: list[Message],
                              opened: list[tuple[str, int, int, datetime]], ended: list[str]) -> None:
         timeline = self.store.timeline
-        last_of: dict[str, Message] = {m.conversation_id: m for m in placed}
+        last_of: dict[str, Message] = {m.conversation_id: m for m in placed if m.kind == "turn"}
         for conversation_id in ended:
             if conversation_id not in last_of:  # ended by this batch's first message: it ends where it was
                 found = timeline.last_conversation(thread_id)
@@ -155,6 +153,15 @@ class Ingestor:
             if self.store.timeline.touch_day(user_id, thread_id, day, lo, hi, now):
                 opened.append(day)
         return opened
+
+
+def _message(m: NewMessage, thread_id: str, user_id: str, seq: int, tz, conversation_id: str) -> Message:
+    return Message(
+        message_id=m.message_id or f"m_{uuid.uuid4().hex}", thread_id=thread_id, user_id=user_id, seq=seq,
+        role=m.role, content=m.content, created_at=m.created_at, day_label=local_day(m.created_at, tz),
+        conversation_id=conversation_id, speaker=m.speaker, tools_used=tuple(m.tools_used),
+        metadata=dict(m.metadata), external_id=m.external_id, kind=m.kind,
+    )
 
 
 def _conversation_state(timeline: Timeline, thread_id: str) -> _ConversationState:

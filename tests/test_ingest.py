@@ -138,3 +138,12 @@ def test_conversations_and_days_partition_the_thread(tmp_path_factory, gaps, bat
         assert [s for d in days for s in range(d.starts_at_seq, d.ends_at_seq + 1)] == [m.seq for m in stored]
         assert all(m.day_label == m.created_at.astimezone(__import__("zoneinfo").ZoneInfo("America/New_York")).date()
                    for m in stored)
+
+
+def test_engine_notes_join_the_last_conversation_and_never_open_one(store, ingestor):
+    ingestor.add_messages("alice", [NewMessage("user", "a", T0)], as_conversation="Migrated Conversation History")
+    ingestor.add_messages("alice", [NewMessage("system", "day summary updated", T0 + timedelta(hours=2), kind="note")])
+    conversations = store.timeline.conversations("alice:continuous")
+    assert len(conversations) == 1 and conversations[0].last_seq == 1
+    note = store.messages_in_range("alice:continuous", 2)[0]
+    assert note.conversation_id == conversations[0].conversation_id

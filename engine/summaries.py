@@ -1,0 +1,253 @@
+"""Summaries of a thread: message ranges on request, days by policy, conversations when they end.
+
+Day policy (`after_ingest`): a day's summary is rewritten over the whole day so far
+- when the day closes, i.e. a later day opens (`IngestResult.opened_days`);
+- within the day, once `day_summary_every` turns arrived since its last update, or once those
+  unsummarised turns near `day_token_budget` tokens (so the raw text a prompt would need stays bounded).
+The policy keeps no counters: "since its last update" is the day's turns with seq > the stored day
+summary's to_seq, so it survives restarts and concurrent processes. Engine notes (kind="note") are
+never summarised and never counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Callable, Sequence
+
+from engine.config import Settings
+from engine.errors import ConvsearchError, InvalidInputError
+from engine.ingest import Ingestor
+from engine.models import Conversation, DaySegment, IngestResult, Message, NewMessage, Summary, SummaryKind, Thread
+from engine.store import Store
+from engine.summarize import NONE_NOTED, Summarizer, clamp_title, section_text, split_sentences
+from engine.timeutil import utcnow, zone
+from engine.tokens import TokenCounter
+
+__all__ = [
+    "SummaryService",
+    "ConversationDetail",
+    "DAY_NOTE_PREFIX",
+    "NEAR_BUDGET",
+    "day_summary_id",
+    "conversation_summary_id",
+    "range_summary_id",
+]
+
+log = logging.getLogger("convsearch.summaries")
+log.addHandler(logging.NullHandler())
+
+DAY_NOTE_PREFIX = "day summary updated: "
+NEAR_BUDGET = 0.9  # "nears the budget": update before the raw day text overflows it
+MAX_RECENT = 100
+
+
+def day_summary_id(thread_id: str, day_label: date) -> str:
+    return f"{thread_id}:sum:day:{day_label.isoformat()}"
+
+
+def conversation_summary_id(thread_id: str, conversation_id: str) -> str:
+    return f"{thread_id}:sum:conv:{conversation_id.rsplit(':', 1)[-1]}"
+
+
+def range_summary_id(thread_id: str, from_seq: int, to_seq: int) -> str:
+    return f"{thread_id}:sum:range:{from_seq}-{to_seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationDetail:
+    """A whole conversation: its record and its messages in order."""
+
+    conversation: Conversation
+    messages: tuple[Message, ...]
+
+
+class SummaryService:
+    def __init__(self, store: Store, summarizer: Summarizer | None, settings: Settings, *,
+                 clock: Callable[[], datetime] = utcnow, ingestor: Ingestor | None = None,
+                 counter: TokenCounter | None = None) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.settings = settings
+        self.clock = clock
+        self.ingestor = ingestor or Ingestor(
+            store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
+        self.counter = counter or TokenCounter()
+
+    # On request --------------------------------------------------------------------------------
+    def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
+                                thread_id: str | None = None) -> Summary:
+        """Summarise turns with start_seq <= seq < end_seq; stored as kind="range" (to_seq = last seq included)."""
+        _check_range(start_seq, end_seq)
+        thread = self._thread(user_id, thread_id)
+        turns = self.store.messages_in_range(thread.thread_id, start_seq, end_seq, include_notes=False)
+        if not turns:
+            raise InvalidInputError(
+                f"no messages with {start_seq} <= seq < {end_seq} in thread {thread.thread_id!r}: "
+                "seqs start at 1 and end_seq is exclusive"
+            )
+        summarizer = self._require()
+        markdown = summarizer.summarize(turns)
+        title = clamp_title(summarizer.title(turns))
+        summary = self._build(range_summary_id(thread.thread_id, turns[0].seq, turns[-1].seq), user_id,
+                              "range", turns, markdown, title=title)
+        self.store.timeline.upsert_summary(summary)
+        return summary
+
+    # Day policy --------------------------------------------------------------------------------
+    def after_ingest(self, user_id: str, result: IngestResult) -> list[Summary]:
+        """Apply the day policy and summarise ended conversations; returns the summaries written."""
+        if self.summarizer is None or not result.inserted:
+            return []
+        updated: list[Summary] = []
+        segments = self.store.timeline.day_segments(result.thread_id)
+        for opened in sorted(result.opened_days):
+            before = [s for s in segments if s.day_label < opened]
+            if before and self._stale(user_id, before[-1], every=1, near_budget=False):
+                updated.append(self._update_day(user_id, before[-1], "closed"))
+        if segments and self._stale(user_id, segments[-1], every=self.settings.day_summary_every, near_budget=True):
+            updated.append(self._update_day(user_id, segments[-1], "progress"))
+        for conversation_id in result.ended_conversations:
+            summary = self.summarize_conversation(user_id, conversation_id)
+            if summary is not None:
+                updated.append(summary)
+        return updated
+
+    def _day_turns(self, segment: DaySegment, after_seq: int = 0) -> list[Message]:
+        start = max(segment.starts_at_seq, after_seq + 1)
+        return self.store.messages_in_range(segment.thread_id, start, segment.ends_at_seq + 1, include_notes=False)
+
+    def _stale(self, user_id: str, segment: DaySegment, *, every: int, near_budget: bool) -> bool:
+        """True when the day has at least `every` turns its summary does not cover (or they near the budget)."""
+        summary_id = day_summary_id(segment.thread_id, segment.day_label)
+        existing = self.store.timeline.get_summary(summary_id, user_id=user_id)
+        fresh = self._day_turns(segment, existing.to_seq if existing else 0)
+        if len(fresh) >= every:
+            return True
+        if not near_budget or not fresh:
+            return False
+        threshold = int(NEAR_BUDGET * self.settings.day_token_budget)
+        return self.counter.count_upto("\n".join(m.content for m in fresh), threshold) >= threshold
+
+    def _update_day(self, user_id: str, segment: DaySegment, reason: str) -> Summary:
+        """Rewrite the day's summary over all its turns, mirror it on the segment and leave a note."""
+        turns = self._day_turns(segment)
+        markdown = self._require().summarize(turns)  # outside the transaction: an LLM may be slow
+        label = segment.day_label
+        summary = self._build(day_summary_id(segment.thread_id, label), user_id, "day", turns, markdown,
+                              title=f"Day summary {label.isoformat()}", day_label=label)
+        with self.store.db.transaction():
+            self.store.timeline.upsert_summary(summary)
+            self.store.timeline.set_day_summary(segment.day_segment_id, markdown, summary.updated_at)
+            self._append_note(user_id, segment.thread_id, DAY_NOTE_PREFIX + label.isoformat())
+        log.info("summary.day_updated thread_id=%s day=%s reason=%s from_seq=%d to_seq=%d messages=%d",
+                 segment.thread_id, label, reason, summary.from_seq, summary.to_seq, len(turns))
+        return summary
+
+    def _append_note(self, user_id: str, thread_id: str, content: str) -> None:
+        # Stamped at the thread's last message so it never breaks the append-only time order.
+        _, last_at = self.store.thread_tail(thread_id)
+        at = last_at.replace(tzinfo=timezone.utc) if last_at and last_at.tzinfo is None else last_at
+        note = NewMessage(role="system", content=content, created_at=at, kind="note")
+        self.ingestor.add_messages(user_id, [note], thread_id=thread_id)
+
+    # Conversations -----------------------------------------------------------------------------
+    def summarize_conversation(self, user_id: str, conversation_id: str) -> Summary | None:
+        """Give a conversation its title (5-8 words) and a 2-3 sentence summary; None if it has no turns."""
+        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        turns = self._conversation_messages(conversation, include_notes=False)
+        if not turns:
+            return None
+        summarizer = self._require()
+        markdown = summarizer.summarize(turns)
+        title = conversation.title or clamp_title(summarizer.title(turns))  # keep a title given at import
+        brief = self._brief(user_id, markdown, turns)
+        summary = self._build(conversation_summary_id(conversation.thread_id, conversation_id), user_id,
+                              "conversation", turns, markdown, title=title, conversation_id=conversation_id)
+        with self.store.db.transaction():
+            self.store.timeline.upsert_summary(summary)
+            self.store.timeline.set_conversation_summary(conversation_id, title, brief)
+        log.info("summary.conversation_updated conversation_id=%s messages=%d", conversation_id, len(turns))
+        return summary
+
+    def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> Summary | None:
+        """Explicitly end the thread's open conversation and summarise it (None if none was open)."""
+        thread = self._thread(user_id, thread_id)
+        ended = self.ingestor.end_conversation(thread.thread_id, reason)
+        if ended is None or self.summarizer is None:
+            return None
+        return self.summarize_conversation(user_id, ended)
+
+    def list_recent_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
+        """The user's latest conversations across threads (records only: title, summary, times, span)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECENT:
+            raise InvalidInputError(f"limit must be an integer from 1 to {MAX_RECENT}, got {limit!r}")
+        self.store.get_user(user_id)
+        found: list[Conversation] = []
+        for thread in self.store.threads_of(user_id):
+            found.extend(self.store.timeline.conversations(thread.thread_id, limit=limit))
+        found.sort(key=lambda c: (c.last_message_at, c.conversation_id), reverse=True)
+        return found[:limit]
+
+    def get_conversation(self, user_id: str, conversation_id: str, *,
+                         include_notes: bool = False) -> ConversationDetail:
+        """A whole conversation: record and messages (engine notes only when asked)."""
+        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        return ConversationDetail(conversation, tuple(self._conversation_messages(conversation, include_notes)))
+
+    def _conversation_messages(self, conversation: Conversation, include_notes: bool) -> list[Message]:
+        rows = self.store.messages_in_range(conversation.thread_id, conversation.first_seq, conversation.last_seq + 1,
+                                            include_notes=include_notes)
+        return [m for m in rows if m.conversation_id == conversation.conversation_id]
+
+    def _brief(self, user_id: str, markdown: str, turns: Sequence[Message]) -> str:
+        """Two or three sentences: up to two from the Summary section, then the conversation's span."""
+        body = section_text(markdown, "Summary")
+        sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
+        if not sentences:
+            sentences = ["The conversation had no notable content."]
+        tz = zone(self.store.get_user(user_id).timezone)
+        start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)
+        span = (f"It ran for {len(turns)} messages, from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
+                f"({tz.key}).")
+        return " ".join([*(_terminated(s) for s in sentences), span])
+
+    # Helpers -----------------------------------------------------------------------------------
+    def _require(self) -> Summarizer:
+        if self.summarizer is None:
+            raise ConvsearchError("summaries are off (CONVSEARCH_SUMMARIZER=none): set it to 'extractive' or 'openai'")
+        return self.summarizer
+
+    def _thread(self, user_id: str, thread_id: str | None) -> Thread:
+        if thread_id is None:
+            return self.store.continuous_thread(user_id)
+        return self.store.get_thread(thread_id, user_id=user_id)
+
+    def _build(self, summary_id: str, user_id: str, kind: SummaryKind, turns: Sequence[Message], markdown: str, *,
+               title: str | None, day_label: date | None = None, conversation_id: str | None = None) -> Summary:
+        now = self.clock()
+        existing = self.store.timeline.get_summary(summary_id, user_id=user_id)
+        return Summary(
+            summary_id=summary_id, thread_id=turns[0].thread_id, user_id=user_id, kind=kind,
+            from_seq=turns[0].seq, to_seq=turns[-1].seq, markdown=markdown,
+            created_at=existing.created_at if existing else now, updated_at=now, day_label=day_label,
+            conversation_id=conversation_id, title=title, message_count=len(turns),
+        )
+
+
+def _terminated(sentence: str) -> str:
+    return sentence if sentence[-1] in ".!?…" else sentence + "."
+
+
+def _check_range(start_seq: int, end_seq: int) -> None:
+    for name, value in (("start_seq", start_seq), ("end_seq", end_seq)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"{name} must be an integer seq, got {value!r}")
+    if start_seq < 1:
+        raise InvalidInputError(f"start_seq must be at least 1 (seqs start at 1), got {start_seq}")
+    if end_seq <= start_seq:
+        raise InvalidInputError(
+            f"range [{start_seq}, {end_seq}) is empty or reversed: end_seq is exclusive and must be greater "
+            f"than start_seq (seq {start_seq} alone is [{start_seq}, {start_seq + 1}))"
+        )

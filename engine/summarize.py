@@ -1,0 +1,356 @@
+"""Summarizers: a deterministic extractive one (no LLM) and an OpenAI-compatible chat client.
+
+Both fill the same Markdown template (SECTIONS) so stored summaries look alike whichever wrote
+them. The extractive one only ever quotes the conversation itself, sentence by sentence, chosen
+by simple English and French cues; it never quotes tool outputs or code blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import httpx
+
+from engine.config import Settings
+from engine.errors import ConvsearchError, InvalidInputError
+from engine.models import Message
+
+__all__ = [
+    "SECTIONS",
+    "NONE_NOTED",
+    "Summarizer",
+    "SummarizerError",
+    "ExtractiveSummarizer",
+    "OpenAICompatibleSummarizer",
+    "make_summarizer",
+    "split_sentences",
+    "section_text",
+    "clamp_title",
+]
+
+log = logging.getLogger("convsearch.summarize")
+log.addHandler(logging.NullHandler())
+
+SECTIONS = ("Summary", "Goals", "Decisions", "Open loops", "Next steps")
+NONE_NOTED = "- none noted"
+MAX_QUOTE_WORDS = 30
+MAX_BULLETS = 5
+TITLE_WORDS = (5, 8)
+
+
+class Summarizer(Protocol):
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Markdown with the five SECTIONS headings."""
+        ...
+
+    def title(self, messages: Sequence[Message]) -> str:
+        """A 5-8 word title naming the main topic."""
+        ...
+
+
+class SummarizerError(ConvsearchError):
+    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
+
+    code = "summarizer_unavailable"
+    http_status = 503
+
+
+# Text helpers ------------------------------------------------------------------------------------
+_CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#]+|\d+[.)])\s*")
+_WORD = re.compile(r"[\w'-]+", re.U)
+_STOPWORDS = frozenset(
+    "a an and are as at be but by can could do does for from had has have how i if in into is it its "
+    "just let me my no not of on or our so that the their them then there these this to up was we "
+    "what when where which who why will with would you your yes ok okay about also should shall "
+    "le la les un une des du de et est en que qui pour pas sur dans avec ce cette ces je tu il elle "
+    "nous vous ils on mais ou donc au aux se sa son ses mon ma mes ton ta tes plus très bien".split()
+)
+
+
+def _normalise(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u00a0", " ")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text`, code blocks removed, list markers stripped (lines never join)."""
+    sentences: list[str] = []
+    for line in _CODE_FENCE.sub(" ", _normalise(text)).splitlines():
+        line = _LIST_PREFIX.sub("", line).strip()
+        sentences.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return sentences
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in (t.lower().strip("'-") for t in _WORD.findall(text)) if len(w) > 2 and w not in _STOPWORDS]
+
+
+def _quote(sentence: str) -> str:
+    """A short quote: at most MAX_QUOTE_WORDS words, ending in punctuation."""
+    words = sentence.split()
+    if len(words) > MAX_QUOTE_WORDS:
+        return " ".join(words[:MAX_QUOTE_WORDS]) + " …"
+    return sentence if sentence[-1] in ".!?…" else sentence + "."
+
+
+def section_text(markdown: str, heading: str) -> str:
+    """The body of `## heading` in a template summary ('' when absent)."""
+    match = re.search(rf"^##\s*{re.escape(heading)}\s*$(.*?)(?=^##\s|\Z)", markdown, re.M | re.S | re.I)
+    return match.group(1).strip() if match else ""
+
+
+def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
+    """A 5-8 word title: cut at 8 words, padded from `fallback_words` up to 5."""
+    words = [w.strip(".,;:!?\"'`()[]*#") for w in _normalise(text).split()]
+    words = [w for w in words if w][: TITLE_WORDS[1]]
+    while len(words) > TITLE_WORDS[0] and words[-1].lower() in _STOPWORDS:
+        words.pop()  # "Set up DuckDB for the" reads as cut off
+    for extra in [*fallback_words, "general", "conversation", "notes", "and", "follow-ups"]:
+        if len(words) >= TITLE_WORDS[0]:
+            break
+        if extra.lower() not in {w.lower() for w in words}:
+            words.append(extra)
+    title = " ".join(words)
+    return title[:1].upper() + title[1:]
+
+
+# Extractive ----------------------------------------------------------------------------------
+_STRONG_OPEN = re.compile(r"\b(todo|to-do|not sure|unsure|tbd|open question|pas sûr|pas sure|à voir|a voir)\b", re.I)
+_DECISION = re.compile(
+    r"\b(we'll|we will go|we will use|decided|decide to|let's go with|let's use|going with|(?:we|i) chose|settled on|"
+    r"on part sur|on va partir sur|décidé|decidé|on choisit|on garde)\b", re.I)
+_WEAK_OPEN = re.compile(r"\b(later|plus tard|on verra|revisit)\b", re.I)
+_GOAL = re.compile(
+    r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|je veux|"
+    r"je voudrais|j'aimerais|objectif|besoin de|il faut)\b", re.I)
+_NEXT = re.compile(
+    r"\b(next|tomorrow|will|plan to|planning to|going to|ensuite|demain|prochaine étape|je vais)\b", re.I)
+_FILLER = re.compile(
+    r"^(hi|hello|hey|bonjour|salut|ok|okay|so|please|can you|could you|would you|help me|i'd like to|"
+    r"i would like to|i want to|i need to|let's|we need to|je voudrais|je veux|peux-tu|pouvez-vous|"
+    r"est-ce que tu peux|aide-moi à|to)\b[\s,!.:]*", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    text: str
+    speaker: str
+    index: int  # position of its message among the quotable ones
+    role: str
+
+
+def _speaker(message: Message) -> str:
+    return message.speaker or message.role.capitalize()
+
+
+def _quotable(messages: Sequence[Message]) -> list[Message]:
+    """Conversation turns a summary may quote: never engine notes, tool outputs or system prompts."""
+    return [m for m in messages if m.kind == "turn" and m.role in ("user", "assistant") and m.content.strip()]
+
+
+def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
+    out: list[_Sentence] = []
+    for index, m in enumerate(messages):
+        for text in split_sentences(m.content):
+            if len(text.split()) >= 3 and any(c.isalpha() for c in text):
+                out.append(_Sentence(text, _speaker(m), index, m.role))
+    return out
+
+
+def _answered(question: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> bool:
+    """A question counts as answered when a later message of the other side shares a content word."""
+    words = set(_content_words(question.text))
+    for index in range(question.index + 1, len(messages)):
+        if messages[index].role != question.role and (not words or words & words_of[index]):
+            return True
+    return False
+
+
+def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> str | None:
+    """The one section a sentence belongs to, strongest cue first."""
+    text = sentence.text
+    if _STRONG_OPEN.search(text):
+        return "Open loops"
+    if _DECISION.search(text):
+        return "Decisions"
+    if (text.endswith("?") and not _answered(sentence, messages, words_of)) or _WEAK_OPEN.search(text):
+        return "Open loops"
+    if _GOAL.search(text):
+        return "Goals"
+    if _NEXT.search(text):
+        return "Next steps"
+    return None
+
+
+def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: int) -> list[_Sentence]:
+    """The k sentences with the highest idf-weighted content (df over messages), in conversation order."""
+    df: Counter[str] = Counter()
+    for words in words_of:
+        df.update(words)
+    n = len(words_of)
+
+    def score(s: _Sentence) -> float:
+        words = set(_content_words(s.text))
+        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(len(s.text.split()) + 1)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))[:k]
+    return [sentences[i] for i in sorted(ranked)]
+
+
+def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
+    return next((s for s in sentences if s.role == "user"), sentences[0] if sentences else None)
+
+
+class ExtractiveSummarizer:
+    """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        turns = _quotable(messages)
+        sentences = _sentences(turns)
+        first = _first_request(sentences)
+        rest = [s for s in sentences if s is not first]
+        words_of = [set(_content_words(m.content)) for m in turns]  # once: questions look ahead repeatedly
+        sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
+        if first is not None:
+            sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")
+        for s in _informative(rest, words_of, 2):
+            sections["Summary"].append(f"{s.speaker}: {_quote(s.text)}")
+        seen: set[str] = set()
+        for s in sentences:
+            name = _classify(s, turns, words_of)
+            if name is not None and s.text.lower() not in seen:
+                seen.add(s.text.lower())
+                sections[name].append(f"- **{s.speaker}**: {_quote(s.text)}")
+        return _render(sections)
+
+    def title(self, messages: Sequence[Message]) -> str:
+        turns = _quotable(messages)
+        first = _first_request(_sentences(turns))
+        base = first.text if first is not None else ""
+        previous = None
+        while previous != base:  # strip "Hi, can you please help me ..." layer by layer
+            previous, base = base, _FILLER.sub("", base.strip(), count=1)
+        keywords = Counter(w for m in turns for w in _content_words(m.content))
+        ranked = [w for w, _ in sorted(keywords.items(), key=lambda kv: (-kv[1], kv[0]))]
+        if not base and not ranked:
+            return "Untitled conversation with no content yet"
+        return clamp_title(base, ranked)
+
+
+def _render(sections: dict[str, list[str]]) -> str:
+    parts = []
+    for name in SECTIONS:
+        lines = sections[name] if name == "Summary" else sections[name][-MAX_BULLETS:]  # latest state wins
+        parts.append(f"## {name}\n" + ("\n".join(lines) if lines else NONE_NOTED))
+    return "\n\n".join(parts) + "\n"
+
+
+# OpenAI-compatible ---------------------------------------------------------------------------
+SUMMARY_PROMPT = (
+    "Summarise the conversation below in Markdown with exactly these five headings, in this order: "
+    "## Summary (2-3 plain sentences), ## Goals, ## Decisions, ## Open loops, ## Next steps. Under each "
+    "of the last four, write short bullets starting with '- ' naming who said it; write '- none noted' "
+    "when a section is empty. Use only facts from the conversation, never quote tool output at length, "
+    "and answer in the conversation's language."
+)
+TITLE_PROMPT = (
+    "Give a title of 5 to 8 words naming the main topic of the conversation below. "
+    "Answer with the title only, no quotes, no trailing punctuation."
+)
+MAX_PROMPT_MESSAGE_CHARS = 2000
+
+
+def _transcript(messages: Sequence[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.kind != "turn":
+            continue
+        text = m.content
+        if len(text) > MAX_PROMPT_MESSAGE_CHARS:  # tool dumps and pasted logs: head and tail only
+            half = MAX_PROMPT_MESSAGE_CHARS // 2
+            text = f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] {_speaker(m)}: {text}")
+    return "\n".join(lines)
+
+
+class OpenAICompatibleSummarizer:
+    """Chat-completions client (`POST {url}/chat/completions`); one request per call, temperature 0."""
+
+    def __init__(self, url: str, model: str, timeout: float = 30.0, *, fallback: Summarizer | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.timeout = timeout
+        self.fallback = fallback  # only used when explicitly given
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        try:
+            return self._complete(SUMMARY_PROMPT, _transcript(messages)).strip() + "\n"
+        except SummarizerError:
+            if self.fallback is None:
+                raise
+            log.warning("summarize.fallback backend=extractive url=%s", self.url)
+            return self.fallback.summarize(messages)
+
+    def title(self, messages: Sequence[Message]) -> str:
+        try:
+            text = self._complete(TITLE_PROMPT, _transcript(messages))
+        except SummarizerError:
+            if self.fallback is None:
+                raise
+            return self.fallback.title(messages)
+        text = re.sub(r"^\s*title\s*:\s*", "", text.strip().splitlines()[0] if text.strip() else "", flags=re.I)
+        return clamp_title(text)
+
+    def _complete(self, instruction: str, transcript: str) -> str:
+        body = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": instruction}, {"role": "user", "content": transcript}],
+        }
+        endpoint = f"{self.url}/chat/completions"
+        try:
+            response = httpx.post(endpoint, json=body, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise SummarizerError(
+                f"cannot reach the summarizer at {endpoint} ({type(exc).__name__}: {exc}): start the server, fix "
+                "CONVSEARCH_LLM_URL, or set CONVSEARCH_SUMMARIZER=extractive"
+            ) from None
+        if response.status_code >= 400:
+            raise SummarizerError(
+                f"the summarizer at {endpoint} answered HTTP {response.status_code}: {response.text[:200]!r}; "
+                "check CONVSEARCH_LLM_MODEL and the server's log, or set CONVSEARCH_SUMMARIZER=extractive"
+            )
+        return _content_of(response, endpoint)
+
+
+def _content_of(response: httpx.Response, endpoint: str) -> str:
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        content = None
+    if not isinstance(content, str) or not content.strip():
+        raise SummarizerError(
+            f"the summarizer at {endpoint} answered without choices[0].message.content: "
+            f"{response.text[:200]!r}; is it an OpenAI-compatible chat-completions server?"
+        )
+    return content
+
+
+def make_summarizer(settings: Settings) -> Summarizer | None:
+    """The configured summarizer; None when summaries are off (summarizer='none')."""
+    if settings.summarizer == "none":
+        return None
+    if settings.summarizer == "extractive":
+        return ExtractiveSummarizer()
+    if not settings.llm_url or not settings.llm_model:
+        raise InvalidInputError(
+            "summarizer 'openai' needs CONVSEARCH_LLM_URL and CONVSEARCH_LLM_MODEL "
+            "(e.g. http://127.0.0.1:8080/v1 and the served model's name), or set CONVSEARCH_SUMMARIZER=extractive"
+        )
+    return OpenAICompatibleSummarizer(settings.llm_url, settings.llm_model)
