@@ -86,8 +86,20 @@ class Timeline:
         params: list[object] = [thread_id] + ([limit] if limit is not None else [])
         return [conversation_from_row(r) for r in self.db.execute(sql, params)]
 
-    def delete_conversation(self, conversation_id: str) -> None:
-        self.db.execute("DELETE FROM conversations WHERE conversation_id = ?", [conversation_id])
+    def refresh_conversation_bounds(self, thread_id: str) -> None:
+        """After deletions: shrink conversations to their remaining messages, drop empty ones."""
+        self.db.execute(
+            "DELETE FROM conversations WHERE thread_id = ? AND conversation_id NOT IN "
+            "(SELECT DISTINCT conversation_id FROM messages WHERE thread_id = ? AND kind = 'turn')",
+            [thread_id, thread_id],
+        )
+        self.db.execute(
+            "UPDATE conversations c SET first_seq = b.lo, last_seq = b.hi, started_at = b.t0, last_message_at = b.t1 "
+            "FROM (SELECT conversation_id, min(seq) AS lo, max(seq) AS hi, min(created_at) AS t0, max(created_at) AS t1 "
+            "FROM messages WHERE thread_id = ? AND kind = 'turn' GROUP BY conversation_id) b "
+            "WHERE c.conversation_id = b.conversation_id",
+            [thread_id],
+        )
 
     # Day segments ----------------------------------------------------------------------------
     def touch_day(self, user_id: str, thread_id: str, day_label: date, first_seq: int, last_seq: int, at: datetime) -> bool:
@@ -121,6 +133,14 @@ class Timeline:
             f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id]
         )
         return [day_segment_from_row(r) for r in rows]
+
+    def clear_day_summaries(self, thread_id: str, day_labels: Sequence[date]) -> None:
+        """Forget day summaries that may quote deleted messages (they are rebuilt when the day updates)."""
+        self.revision += 1
+        self.db.execute(
+            "UPDATE day_segments SET summary_markdown = NULL WHERE thread_id = ? AND list_contains(?, day_label)",
+            [thread_id, list(day_labels)],
+        )
 
     def set_day_summary(self, segment_id: str, markdown: str | None, at: datetime) -> None:
         self.revision += 1

@@ -1,0 +1,251 @@
+"""ConversationEngine: the one facade the CLI, HTTP and MCP surfaces are thin layers over."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from engine.config import Settings, data_dir
+from engine.context import ContextAssembler, ContextPayload
+from engine.deletion import Deleter
+from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.importers import ImportReport, export_thread_parquet, import_file
+from engine.ingest import Ingestor
+from engine.models import Conversation, IngestResult, NewMessage, Summary, User
+from engine.navigation import Navigator
+from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
+from engine.search import Searcher
+from engine.search_types import SearchResponse
+from engine.store import STORE_FILENAME, Store
+from engine.summaries import ConversationDetail, SummaryService
+from engine.summarize import make_summarizer
+from engine.summary_index import SummaryIndex
+from engine.timeutil import parse_timestamp, utcnow
+from engine.tokens import TokenCounter
+from indexers.bm25 import Bm25Params
+from indexers.chunking import ChunkParams
+from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
+from indexers.hnsw import HnswParams
+from indexers.lexical import TokenizerParams
+from indexers.pipeline import IndexPipeline, IndexReport, PipelineParams
+
+__all__ = ["ConversationEngine", "pipeline_params", "to_new_message"]
+
+log = logging.getLogger("convsearch")
+
+
+def pipeline_params(settings: Settings) -> PipelineParams:
+    return PipelineParams(
+        chunk=ChunkParams(window_tokens=settings.window_tokens, overlap_messages=settings.overlap_messages,
+                          tool_output_cap_tokens=settings.tool_output_cap_tokens),
+        tokenizer=TokenizerParams(stemming=settings.stemming, stopwords=settings.stopwords),
+        bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
+        hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),
+    )
+
+
+def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> NewMessage:
+    """A caller's dict (role, content, created_at, ...) as a NewMessage."""
+    if isinstance(item, NewMessage):
+        return item
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(f"message {index}: expected an object with role and content")
+    unknown = set(item) - {"role", "content", "created_at", "message_id", "external_id", "speaker",
+                           "tools_used", "metadata"}
+    if unknown:
+        raise InvalidInputError(f"message {index}: unknown fields {sorted(unknown)}")
+    created = item.get("created_at")
+    tools = item.get("tools_used") or ()
+    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+        raise InvalidInputError(f"message {index}: tools_used must be a list of tool names")
+    return NewMessage(
+        role=item.get("role"), content=item.get("content"),
+        created_at=parse_timestamp(created) if isinstance(created, str) else created,
+        message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
+        tools_used=tuple(tools), metadata=dict(item.get("metadata") or {}),
+    )
+
+
+class ConversationEngine:
+    """Store + indexes + query layer for one data directory."""
+
+    def __init__(self, home: str | Path | None = None, *, settings: Settings | None = None,
+                 clock: Callable[[], datetime] = utcnow, embedder: Embedder | None | str = "auto") -> None:
+        self.settings = settings or Settings()
+        self.home = data_dir(home)
+        self.clock = clock
+        self.store = Store(self.home / STORE_FILENAME)
+        self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes), clock=clock)
+        chosen = self._embedder() if embedder == "auto" else embedder
+        self.pipeline = IndexPipeline(self.store, self.home / "indexes", pipeline_params(self.settings), chosen)
+        self.summary_index = SummaryIndex(self.pipeline)
+        self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
+                                 query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
+        self.navigator = Navigator(self.store, clock=clock)
+        counter = TokenCounter()
+        self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
+                                        ingestor=self.ingestor, counter=counter)
+        self.context = ContextAssembler(self.store, counter, self.settings, clock=clock)
+        # One writer at a time inside the process (DuckDB already allows one writer process);
+        # searches do not take it, they read the shard under its own short lock.
+        self.write_lock = threading.RLock()
+        self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
+
+    def _embedder(self) -> Embedder | None:
+        try:
+            return load_embedder(self.settings.embedding_backend, batch_size=self.settings.embed_batch_size)
+        except EmbeddingUnavailableError as exc:
+            log.warning("embedding.unavailable reason=%r fallback=lexical", exc.message)
+            return None
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "ConversationEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Users and ingest -----------------------------------------------------------------------
+    def add_user(self, user_id: str, timezone: str | None = None) -> User:
+        return self.store.ensure_user(user_id, timezone or self.settings.default_timezone)
+
+    def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
+               thread_id: str | None = None, index: bool = True) -> IngestResult:
+        """Store messages; they are lexically searchable on return, and embedded too when `index`."""
+        batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
+        with self.write_lock:
+            result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
+            self.summaries.after_ingest(user_id, result)
+            self._apply_retention(user_id, result.thread_id)
+            self.pipeline.update_lexical(user_id)
+            if index:
+                self.pipeline.embed_pending(user_id)
+        return result
+
+    def _apply_retention(self, user_id: str, thread_id: str) -> None:
+        """With max_conversations_retained set, the oldest ended conversations go, with all derived."""
+        keep = self.settings.max_conversations_retained
+        if keep is None:
+            return
+        for old in self.store.timeline.conversations(thread_id, ended_only=True)[keep:]:
+            self.deleter.delete_conversation(user_id, old.conversation_id)
+
+    # Deletion -------------------------------------------------------------------------------
+    def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
+        """Delete messages everywhere (store, summaries, indexes, cache); returns how many."""
+        with self.write_lock:
+            return self.deleter.delete_messages(user_id, message_ids)
+
+    def delete_conversation(self, user_id: str, conversation_id: str) -> int:
+        with self.write_lock:
+            return self.deleter.delete_conversation(user_id, conversation_id)
+
+    def delete_user(self, user_id: str) -> int:
+        with self.write_lock:
+            return self.deleter.delete_user(user_id)
+
+    def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
+        """End the open conversation; it gets a title and summary when a summarizer is configured."""
+        with self.write_lock:
+            return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+
+    def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
+                    skip_bad: bool = False, progress: bool = False) -> ImportReport:
+        """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once."""
+        with self.write_lock:
+            report = import_file(self.store, self.ingestor, Path(path), fmt=fmt, user_id=user_id,
+                                 timezone=timezone, skip_bad=skip_bad, progress=progress)
+            for user in report.users:
+                self.pipeline.refresh(user)
+        return report
+
+    def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
+        return export_thread_parquet(self.store, user_id, Path(path), thread_id=thread_id)
+
+    # Indexes --------------------------------------------------------------------------------
+    def users(self, user_id: str | None = None) -> list[str]:
+        return [self.store.get_user(user_id).user_id] if user_id else [u.user_id for u in self.store.list_users()]
+
+    def index(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
+        with self.write_lock:
+            return [self.pipeline.index(u, progress=progress) for u in self.users(user_id)]
+
+    def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
+        with self.write_lock:
+            reports = [self.pipeline.reindex(u, progress=progress) for u in self.users(user_id)]
+        for user in self.users(user_id):
+            self.summary_index.forget(user)
+        return reports
+
+    # Search ---------------------------------------------------------------------------------
+    def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
+        return self.searcher.search(user_id, query, **options)
+
+    # conversation.get and navigation ---------------------------------------------------------
+    def get(self, user_id: str, *, message_id: str | None = None, day_segment_id: str | None = None,
+            from_message_id: str | None = None, to_message_id: str | None = None) -> MessageView | DayView | list[MessageView]:
+        """conversation.get: a message, a day (summary and message ids), or a day's message range."""
+        if message_id is not None:
+            if day_segment_id is not None:
+                raise InvalidInputError("give message_id or day_segment_id, not both")
+            return self.navigator.get_message(user_id, message_id)
+        if day_segment_id is None:
+            raise InvalidInputError("give message_id, or day_segment_id (with from_message_id and to_message_id for a range)")
+        if (from_message_id is None) != (to_message_id is None):
+            raise InvalidInputError("a day range needs both from_message_id and to_message_id")
+        if from_message_id is not None:
+            return self.navigator.get_day_range(user_id, day_segment_id, from_message_id, to_message_id)
+        return self.navigator.get_day(user_id, day_segment_id)
+
+    def turns_since(self, user_id: str, timestamp: str | datetime, **options: Any) -> TurnsSince:
+        return self.navigator.turns_since(user_id, timestamp, **options)
+
+    def turns_around(self, user_id: str, timestamp: str | datetime, **options: Any) -> TurnsAround:
+        return self.navigator.turns_around(user_id, timestamp, **options)
+
+    def conversation_context(self, user_id: str, turns: int = 40, **options: Any) -> ConversationContext:
+        return self.navigator.conversation_context(user_id, turns, **options)
+
+    def messages_range(self, user_id: str, start_seq: int, end_seq: int, **options: Any) -> list[MessageView]:
+        return self.navigator.messages_range(user_id, start_seq, end_seq, **options)
+
+    def substring_search(self, user_id: str, text: str, **options: Any) -> list[tuple[int, MessageView]]:
+        return self.navigator.substring_search(user_id, text, **options)
+
+    # Summaries, conversations and context -----------------------------------------------------
+    def summarize_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Summary:
+        return self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
+
+    def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
+        return self.summaries.list_recent_conversations(user_id, limit)
+
+    def get_conversation(self, user_id: str, conversation_id: str) -> ConversationDetail:
+        return self.summaries.get_conversation(user_id, conversation_id)
+
+    def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
+        self.store.get_user(user_id)
+        self.context.request_slice(user_id, start_seq, end_seq)
+
+    def assemble_context(self, user_id: str, *, max_tokens: int | None = None) -> ContextPayload:
+        return self.context.default_payload(user_id, max_tokens=max_tokens)
+
+    def index_status(self, user_id: str) -> dict[str, Any]:
+        """What the user's indexes hold and what is still waiting for vectors."""
+        shard = self.pipeline.shard(user_id)
+        return {"user_id": user_id, "chunks": len(shard.chunks), "vector_indexed_chunks": len(shard.has_vector),
+                "not_vector_indexed_messages": self.pipeline.pending_vector_messages(user_id),
+                "watermarks": dict(shard.manifest.watermarks), "model": shard.manifest.spec.model,
+                "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None}
+
+    def stats(self, user_id: str | None = None) -> dict[str, int]:
+        if user_id is not None:
+            self.store.get_user(user_id)
+        return self.store.stats(user_id)
+
+    def iter_users(self) -> Iterable[User]:
+        return iter(self.store.list_users())

@@ -1,0 +1,73 @@
+"""Deletion that deletes: a message, a conversation or a user leaves the store, its summaries,
+the windows and vectors of its shard and the embedding cache, so no search or reindex brings it back.
+
+Summaries are dropped rather than edited when their span held a deleted message: their text may
+quote it. Day summaries of the affected days are cleared for the same reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+from engine.models import Message
+from engine.store import Store
+from engine.summary_index import SummaryIndex, summary_text
+from indexers.pipeline import IndexPipeline
+
+__all__ = ["Deleter"]
+
+
+class Deleter:
+    def __init__(self, store: Store, pipeline: IndexPipeline, summary_index: SummaryIndex) -> None:
+        self.store = store
+        self.pipeline = pipeline
+        self.summary_index = summary_index
+
+    def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
+        """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
+        messages = self.store.messages_by_ids(list(message_ids), user_id=user_id)
+        by_thread: dict[str, list[Message]] = {}
+        for m in messages:
+            by_thread.setdefault(m.thread_id, []).append(m)
+        for thread_id, doomed in by_thread.items():
+            self._delete_in_thread(user_id, thread_id, doomed)
+        self.summary_index.forget(user_id)
+        return len(messages)
+
+    def delete_conversation(self, user_id: str, conversation_id: str) -> int:
+        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        rows = self.store.db.execute(
+            "SELECT message_id FROM messages WHERE conversation_id = ? AND user_id = ?", [conversation_id, user_id]
+        )
+        count = self.delete_messages(user_id, [r[0] for r in rows])
+        self.store.timeline.delete_conversation(conversation.conversation_id)
+        return count
+
+    def delete_user(self, user_id: str) -> int:
+        """Everything of the user: rows of every table, the shard directory, the cache."""
+        self.store.get_user(user_id)
+        count = int(self.store.db.execute("SELECT count(*) FROM messages WHERE user_id = ?", [user_id])[0][0])
+        with self.store.db.transaction():
+            for table in ("messages", "summaries", "day_segments", "conversations", "threads", "embedding_cache", "users"):
+                self.store.db.execute(f"DELETE FROM {table} WHERE user_id = ?", [user_id])
+        self.store.timeline.revision += 1
+        self.store.forget_cached_user(user_id)
+        self.pipeline.forget_user(user_id)
+        self.summary_index.forget(user_id)
+        return count
+
+    def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> None:
+        seqs = sorted(m.seq for m in doomed)
+        touched = [s for s in self.store.timeline.summaries(thread_id)
+                   if any(s.from_seq <= q <= s.to_seq for q in seqs)]
+        with self.store.db.transaction():
+            self.store.timeline.delete_summaries_touching(thread_id, seqs)
+            self.store.timeline.clear_day_summaries(thread_id, sorted({m.day_label for m in doomed}))
+            self.store.delete_messages([m.message_id for m in doomed])
+            self.store.timeline.refresh_day_bounds(thread_id)
+            self.store.timeline.refresh_conversation_bounds(thread_id)
+        if self.pipeline.cache is not None and touched:
+            hashes = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest() for s in touched]
+            self.pipeline.cache.forget(user_id, hashes)
+        self.pipeline.forget_messages(user_id, thread_id, set(seqs))

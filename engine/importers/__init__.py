@@ -1,0 +1,64 @@
+"""Importers: whole files into the store, all-or-nothing per file.
+
+`import_file` reads one file of a known format inside one store transaction: the first bad
+record raises ImportFileError naming its line/index and nothing is stored; with `skip_bad` each
+bad record is skipped and listed in the report instead. Re-importing a file stores nothing new
+when its records carry ids (every format but id-less JSONL/parquet does; see each module).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from time import perf_counter
+from typing import Callable
+
+from engine.errors import InvalidInputError
+from engine.importers.export import export_thread_parquet
+from engine.importers.jsonl import import_jsonl
+from engine.importers.legacy import import_legacy
+from engine.importers.locomo import import_locomo
+from engine.importers.openai_chat import import_openai
+from engine.importers.parquet import import_parquet
+from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals
+from engine.ingest import Ingestor
+from engine.store import Store
+from engine.timeutil import zone
+
+__all__ = ["FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread_parquet"]
+
+FORMATS = ("jsonl", "parquet", "openai", "locomo", "legacy")
+_IMPORTERS: dict[str, Callable[[ImportContext], Totals]] = {
+    "jsonl": import_jsonl, "parquet": import_parquet, "openai": import_openai,
+    "locomo": import_locomo, "legacy": import_legacy,
+}
+_NEEDS_USER = ("openai", "legacy")  # these files do not say whose history they are
+
+
+def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_id: str | None = None,
+                timezone: str | None = None, skip_bad: bool = False, progress: bool = False) -> ImportReport:
+    """Import `path` as `fmt`; `user_id`/`timezone` are defaults for the users the file creates.
+
+    LoCoMo ignores `user_id` (each conversation is its own user, in UTC).
+    """
+    path = Path(path)
+    _check_arguments(path, fmt, user_id, timezone)
+    started = perf_counter()
+    issues = Issues(skip_bad)
+    ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
+                        issues=issues, progress=progress, now=ingestor.clock())
+    with store.db.transaction():
+        totals = _IMPORTERS[fmt](ctx)
+    return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
+                        inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
+                        skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3))
+
+
+def _check_arguments(path: Path, fmt: str, user_id: str | None, timezone: str | None) -> None:
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown import format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if not path.is_file():
+        raise InvalidInputError(f"no such file: {path}: check the path")
+    if fmt in _NEEDS_USER and not user_id:
+        raise InvalidInputError(f"a {fmt} file does not name its user: pass user_id (--user) to import it")
+    if timezone is not None:
+        zone(timezone)

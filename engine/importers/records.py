@@ -1,0 +1,338 @@
+"""Shared pieces of the importers: report types, the bad-record policy, flat rows, batched ingest.
+
+Every importer turns its file into `ThreadBatch`es (one per user and thread, messages already
+stamped with aware UTC times); `ingest_batches` then sorts each batch by time (stable, so file
+order breaks ties) and appends it through the Ingestor, all inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from zoneinfo import ZoneInfo
+
+from tqdm import tqdm
+
+from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, UnknownUserError
+from engine.ingest import MAX_MESSAGE_CHARS, Ingestor
+from engine.models import ROLES, IngestResult, NewMessage
+from engine.store import Store, continuous_thread_id
+from engine.timeutil import parse_timestamp, zone
+
+__all__ = [
+    "SkippedRecord", "ImportReport", "BadRecord", "Issues", "Item", "ThreadBatch", "ImportContext",
+    "Totals", "BatchOutcome", "ZoneBook", "FlatGrouper", "ingest_batches", "check_message", "check_id",
+    "flat_message", "load_json", "progress_bar", "INGEST_CHUNK",
+]
+
+INGEST_CHUNK = 1000  # messages per Ingestor call: bounds each Arrow insert, keeps the bar moving
+SKIP_HINT = "fix the record, or pass skip_bad=True (--skip-bad) to skip such records"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRecord:
+    location: str  # "line 12" / "index 3" / "conv-26 D8:6"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    path: str
+    format: str
+    users: tuple[str, ...]
+    threads: tuple[str, ...]
+    inserted: int
+    duplicates: int
+    summaries: int
+    skipped: tuple[SkippedRecord, ...]
+    seconds: float
+
+
+class BadRecord(Exception):
+    """Raised by record parsers; the reader turns it into an error or a skipped record."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Issues:
+    """The bad-record policy of one import: fail on the first one, or skip and list each."""
+
+    def __init__(self, skip_bad: bool) -> None:
+        self.skip_bad = skip_bad
+        self.skipped: list[SkippedRecord] = []
+
+    def bad(self, location: str, reason: str) -> None:
+        if not self.skip_bad:
+            raise ImportFileError(f"{reason}; nothing was imported: {SKIP_HINT}", location=location)
+        self.skipped.append(SkippedRecord(location, reason))
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    location: str
+    message: NewMessage  # created_at is always set (aware UTC) by the reader
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadBatch:
+    """Messages of one user's thread; `thread_id` None is the user's continuous thread."""
+
+    user_id: str
+    timezone: str | None
+    thread_id: str | None
+    items: tuple[Item, ...]
+    title: str | None = None
+    as_conversation: str | None = None
+    end_reason: str | None = None  # end the open conversation after the batch (LoCoMo sessions)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportContext:
+    store: Store
+    ingestor: Ingestor
+    path: Path
+    user_id: str | None
+    timezone: str | None
+    issues: Issues
+    progress: bool
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    thread_id: str
+    inserted: tuple[str, ...]
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    users: tuple[str, ...] = ()
+    threads: tuple[str, ...] = ()
+    inserted: int = 0
+    duplicates: int = 0
+    summaries: int = 0
+    outcomes: tuple[BatchOutcome, ...] = field(default=(), repr=False)
+
+
+def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "msg") -> tqdm:
+    """A bar on stderr (stdout may carry a report); a no-op object when disabled."""
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=not enabled,
+                file=sys.stderr, leave=False)
+
+
+def load_json(path: Path) -> Any:
+    """A whole JSON file (the JSON formats are small); a clear error naming where it breaks."""
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise ImportFileError(f"{path} is not valid JSON ({exc.msg}, column {exc.colno}): fix or re-export the file",
+                              location=f"line {exc.lineno}") from None
+    except UnicodeDecodeError:
+        raise ImportFileError(f"{path} is not UTF-8 text: re-export it as UTF-8 JSON") from None
+
+
+def check_id(name: str, value: object) -> str:
+    """Ids are non-empty printable strings of at most 256 characters (as the store requires)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 256 or any(ord(c) < 32 for c in value):
+        raise BadRecord(f"{name} must be a non-empty string of at most 256 printable characters, got {value!r}")
+    return value
+
+
+def check_message(message: NewMessage) -> NewMessage:
+    """The Ingestor's own checks, per record, so one bad record can be skipped alone."""
+    if message.role not in ROLES:
+        raise BadRecord(f"role {message.role!r} is not one of {', '.join(ROLES)}")
+    if not isinstance(message.content, str):
+        raise BadRecord("content must be a string")
+    if len(message.content) > MAX_MESSAGE_CHARS:
+        raise BadRecord(f"content is over {MAX_MESSAGE_CHARS} characters: split it")
+    if "\x00" in message.content:
+        raise BadRecord("content holds a NUL character: remove it")
+    for name in ("message_id", "external_id"):
+        if getattr(message, name) is not None:
+            check_id(name, getattr(message, name))
+    return message
+
+
+def flat_message(row: Mapping[str, Any], zone_of: ZoneBook, default_user: str | None,
+                 now: datetime) -> tuple[str, str | None, NewMessage]:
+    """(user_id, thread_id or None, message) from one JSONL line or parquet row."""
+    own_user = row.get("user_id")  # a record's own user_id wins over the importer's default
+    if own_user is None and default_user is None:
+        raise BadRecord("no user_id: add one to the record or pass user_id (--user)")
+    user_id = check_id("user_id", own_user if own_user is not None else default_user)
+    tz = zone_of.zone(user_id, row.get("timezone"))
+    thread_id = row.get("thread_id")
+    if thread_id is not None:
+        thread_id = None if thread_id == continuous_thread_id(user_id) else check_id("thread_id", thread_id)
+    for name in ("role", "content"):
+        if row.get(name) is None:
+            raise BadRecord(f"missing {name}: every record needs role and content")
+    created = row.get("created_at")
+    try:
+        stamp = now if created is None else parse_timestamp(created, tz)
+    except ConvsearchError as exc:
+        raise BadRecord(f"created_at: {exc.message}") from None
+    kind = row.get("kind") or "turn"
+    if kind not in ("turn", "note"):
+        raise BadRecord(f"kind {kind!r} is not 'turn' or 'note'")
+    message = NewMessage(
+        role=row["role"], content=row["content"], created_at=stamp, message_id=row.get("message_id"),
+        external_id=row.get("external_id"), speaker=_optional_str("speaker", row.get("speaker")),
+        tools_used=_tools(row.get("tools_used")), metadata=_metadata(row.get("metadata")), kind=kind,
+    )
+    return user_id, thread_id, check_message(message)
+
+
+class ZoneBook:
+    """Each user's zone, for naive timestamps: the stored user's, else the first one the file gives."""
+
+    def __init__(self, store: Store, default: str | None) -> None:
+        self.store = store
+        self.default = default
+        self.names: dict[str, str | None] = {}  # user -> zone to create it with (None: exists)
+        self._zones: dict[str, ZoneInfo] = {}
+
+    def zone(self, user_id: str, given: object = None) -> ZoneInfo:
+        if user_id not in self._zones:
+            name = self._existing(user_id)
+            if name is None:
+                if given is not None and not isinstance(given, str):
+                    raise BadRecord(f"timezone must be an IANA name such as 'Europe/Paris', got {given!r}")
+                name = given or self.default or "UTC"
+                try:
+                    zone(name)
+                except ConvsearchError as exc:
+                    raise BadRecord(exc.message) from None
+                self.names[user_id] = name
+            self._zones[user_id] = zone(name)
+        return self._zones[user_id]
+
+    def _existing(self, user_id: str) -> str | None:
+        try:
+            return self.store.get_user(user_id).timezone
+        except UnknownUserError:
+            return None
+
+
+class FlatGrouper:
+    """Collects flat records (JSONL lines, parquet rows) into one batch per user and thread."""
+
+    def __init__(self, ctx: ImportContext) -> None:
+        self.ctx = ctx
+        self.zones = ZoneBook(ctx.store, ctx.timezone)
+        self._items: dict[tuple[str, str | None], list[Item]] = {}
+
+    def add(self, location: str, row: object) -> None:
+        """Parse one record; a bad one is raised or skipped as the import's policy says."""
+        try:
+            if not isinstance(row, dict):
+                raise BadRecord(f"expected a JSON object with role and content, got {type(row).__name__}")
+            user_id, thread_id, message = flat_message(row, self.zones, self.ctx.user_id, self.ctx.now)
+        except BadRecord as exc:
+            self.ctx.issues.bad(location, exc.reason)
+            return
+        self._items.setdefault((user_id, thread_id), []).append(Item(location, message))
+
+    def batches(self) -> list[ThreadBatch]:
+        return [ThreadBatch(user_id, self.zones.names.get(user_id), thread_id, tuple(items))
+                for (user_id, thread_id), items in self._items.items()]
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadRecord(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _tools(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
+        raise BadRecord(f"tools_used must be a list of tool names, got {value!r}")
+    return tuple(value)
+
+
+def _metadata(value: object) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):  # parquet keeps metadata as a JSON string
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise BadRecord("metadata is not a JSON object") from None
+    if not isinstance(value, dict):
+        raise BadRecord(f"metadata must be an object, got {type(value).__name__}")
+    return value
+
+
+def ingest_batches(ctx: ImportContext, batches: Iterable[ThreadBatch]) -> Totals:
+    """Append every batch (time-sorted) through the Ingestor; the caller holds the transaction."""
+    batches = [b for b in _claimed(ctx, list(batches)) if b.items]
+    users: dict[str, None] = {}
+    threads: dict[str, None] = {}
+    outcomes: list[BatchOutcome] = []
+    with progress_bar(ctx.progress, sum(len(b.items) for b in batches), "ingest") as bar:
+        for batch in batches:
+            outcome = _ingest_one(ctx, batch, bar)
+            users[batch.user_id] = None
+            threads[outcome.thread_id] = None
+            outcomes.append(outcome)
+    return Totals(users=tuple(users), threads=tuple(threads), inserted=sum(len(o.inserted) for o in outcomes),
+                  duplicates=sum(o.duplicates for o in outcomes), outcomes=tuple(outcomes))
+
+
+def _ingest_one(ctx: ImportContext, batch: ThreadBatch, bar: tqdm) -> BatchOutcome:
+    store = ctx.store
+    store.ensure_user(batch.user_id, batch.timezone)
+    try:
+        if batch.thread_id is not None:
+            store.ensure_thread(batch.user_id, batch.thread_id, title=batch.title)
+    except InvalidInputError as exc:
+        raise ImportFileError(f"{exc.message}; nothing was imported", location=batch.items[0].location) from None
+    items = sorted(batch.items, key=lambda item: item.message.created_at)
+    size = len(items) if batch.as_conversation else INGEST_CHUNK  # one conversation must be one call
+    results: list[IngestResult] = []
+    for start in range(0, len(items), size):
+        chunk = items[start:start + size]
+        try:
+            results.append(ctx.ingestor.add_messages(batch.user_id, [i.message for i in chunk],
+                                                     thread_id=batch.thread_id, as_conversation=batch.as_conversation))
+        except ConvsearchError as exc:  # e.g. older than what the stored thread already holds
+            where = chunk[0].location if len(chunk) == 1 else f"{chunk[0].location} to {chunk[-1].location}"
+            thread = batch.thread_id or continuous_thread_id(batch.user_id)
+            raise ImportFileError(f"thread {thread}: {exc.message}; nothing was imported", location=where) from None
+        bar.update(len(chunk))
+    if batch.end_reason and any(r.inserted for r in results):
+        ctx.ingestor.end_conversation(results[0].thread_id, batch.end_reason)
+    return BatchOutcome(thread_id=results[0].thread_id, inserted=tuple(i for r in results for i in r.inserted),
+                        duplicates=sum(len(r.duplicates) for r in results))
+
+
+def _claimed(ctx: ImportContext, batches: list[ThreadBatch]) -> list[ThreadBatch]:
+    """Drop records whose message_id belongs to another user (in the store or earlier in the file)."""
+    ids = [i.message.message_id for b in batches for i in b.items if i.message.message_id]
+    owners = dict(ctx.store.existing_message_ids(set(ids))) if ids else {}
+    kept_batches = []
+    for batch in batches:
+        kept = []
+        for item in batch.items:
+            mid = item.message.message_id
+            owner = owners.setdefault(mid, batch.user_id) if mid else batch.user_id
+            if owner != batch.user_id:
+                ctx.issues.bad(item.location, f"message_id {mid!r} already belongs to another user: "
+                                              "message ids are unique across the store, use external_id instead")
+                continue
+            kept.append(item)
+        kept_batches.append(replace(batch, items=tuple(kept)))
+    return kept_batches
+
+

@@ -1,0 +1,243 @@
+"""The indexing pipeline: store -> windows -> embeddings (cached) -> BM25 + HNSW shards.
+
+* `update_lexical` re-chunks only each thread's tail (from its last window on) and adds the new
+  windows to BM25 at once: a message is lexically searchable as soon as ingest returns.
+* `embed_pending` embeds the windows that have no vector yet (cache first), in batches whose
+  results are cached as they come, so an interrupted job loses at most one batch.
+* `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
+  new version and swaps it in; readers keep the old shard object until the swap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.store import Store
+from indexers.bm25 import Bm25Index, Bm25Params
+from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
+from indexers.embedders import Embedder
+from indexers.embedding_cache import EmbeddingCache
+from indexers.hnsw import HnswParams
+from indexers.lexical import LexicalTokenizer, TokenizerParams
+from indexers.manifest import BuildSpec, Manifest
+from indexers.model_files import MODEL_DIM
+from indexers.shard import Shard, shard_dir
+
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline"]
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineParams:
+    chunk: ChunkParams = ChunkParams()
+    tokenizer: TokenizerParams = TokenizerParams()
+    bm25: Bm25Params = Bm25Params()
+    hnsw: HnswParams = HnswParams()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    user_id: str
+    messages: int
+    chunks_added: int
+    chunks_removed: int
+    embeddings_reused: int
+    embeddings_computed: int
+    seconds: float
+
+
+class IndexPipeline:
+    def __init__(self, store: Store, root: Path, params: PipelineParams, embedder: Embedder | None) -> None:
+        self.store = store
+        self.root = Path(root)
+        self.params = params
+        self.embedder = embedder
+        self.tokenizer = LexicalTokenizer(params.tokenizer)
+        self.counter = WordPieceCounter()
+        self.cache = EmbeddingCache(store.db, embedder.name) if embedder else None
+        self._shards: dict[str, Shard] = {}
+
+    def spec(self) -> BuildSpec:
+        return BuildSpec(
+            model=self.embedder.name if self.embedder else None,
+            dim=self.embedder.dim if self.embedder else MODEL_DIM,
+            chunking=asdict(self.params.chunk), tokenizer=asdict(self.params.tokenizer), bm25=asdict(self.params.bm25),
+        )
+
+    # Shards ---------------------------------------------------------------------------------
+    def shard(self, user_id: str) -> Shard:
+        """The user's live shard: loaded (or created), checked, and caught up with the store once.
+
+        After that, writers keep it current (the engine calls `update_lexical` after each ingest),
+        so a search costs no store round-trip here.
+        """
+        shard = self._shards.get(user_id)
+        if shard is None:
+            shard = self._shards[user_id] = self._load_or_create(user_id)
+            self.update_lexical(user_id)
+        return shard
+
+    def refresh(self, user_id: str) -> None:
+        """Catch a loaded shard up with the store (an unloaded one catches up when it loads)."""
+        if user_id in self._shards:
+            self.update_lexical(user_id)
+
+    def _load_or_create(self, user_id: str) -> Shard:
+        lexical_only = self.embedder is None
+        loaded = Shard.load(self.root, user_id, self.tokenizer, ef=self.params.hnsw.ef, with_vectors=not lexical_only)
+        if loaded is not None:
+            loaded.manifest.check_compatible(self.spec(), lexical_only=lexical_only)
+            return loaded
+        return self._fresh_shard(user_id)
+
+    def _fresh_shard(self, user_id: str) -> Shard:
+        manifest = Manifest(user_id=user_id, spec=self.spec())
+        hnsw_params = self.params.hnsw if self.embedder else None
+        return Shard.empty(manifest, self.tokenizer, Bm25Index(self.params.bm25), hnsw_params)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop the user's shard from memory and disk, and its cached embeddings."""
+        import shutil
+
+        self._shards.pop(user_id, None)
+        shutil.rmtree(shard_dir(self.root, user_id), ignore_errors=True)
+        if self.cache is not None:
+            self.cache.forget(user_id)
+
+    # Incremental ----------------------------------------------------------------------------
+    def update_lexical(self, user_id: str) -> tuple[int, int, int]:
+        """Chunk every thread's new messages into the shard; (messages, added, removed)."""
+        shard = self._shards.get(user_id) or self.shard(user_id)
+        totals = [0, 0, 0]
+        with shard.lock:
+            for thread in self.store.threads_of(user_id):
+                counts = self._update_thread(shard, thread.thread_id)
+                totals = [a + b for a, b in zip(totals, counts)]
+        return totals[0], totals[1], totals[2]
+
+    def _update_thread(self, shard: Shard, thread_id: str) -> tuple[int, int, int]:
+        watermark = shard.manifest.watermarks.get(thread_id, 0)
+        last_seq, _ = self.store.thread_tail(thread_id)
+        if last_seq <= watermark:
+            return 0, 0, 0
+        tail = shard.manifest.tails.get(thread_id, 0)
+        messages = self.store.messages_in_range(thread_id, tail)
+        fresh = chunk_thread(messages, self.params.chunk, self.counter)
+        removed, added = self._replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh)
+        new_tail = fresh[-1].from_seq if fresh else tail
+        shard.manifest = shard.manifest.advanced(
+            thread_id, watermark=last_seq, tail=new_tail, chunks=len(shard.chunks), next_label=shard.manifest.next_label
+        )
+        return last_seq - watermark, added, removed
+
+    @staticmethod
+    def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk]) -> tuple[int, int]:
+        """Swap old chunks for fresh ones, keeping (and not re-embedding) those whose id is unchanged."""
+        old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
+        fresh_ids = {c.chunk_id for c in fresh}
+        doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
+        shard.remove(doomed)
+        added = shard.add([c for c in fresh if c.chunk_id not in old_ids])
+        return len(doomed), len(added)
+
+    def embed_pending(self, user_id: str, *, progress: Progress | None = None) -> tuple[int, int]:
+        """Give every window of the live shard without a vector its vector; (reused, computed)."""
+        return self._embed_shard(user_id, self.shard(user_id), progress)
+
+    def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, batch: int = 256) -> tuple[int, int]:
+        if self.embedder is None or self.cache is None:
+            return 0, 0
+        with shard.lock:
+            labels = shard.without_vectors()
+        reused = computed = 0
+        for start in range(0, len(labels), batch):
+            part = np.asarray(labels[start:start + batch], dtype=np.int64)
+            with shard.lock:
+                part = part[[int(x) in shard.chunks for x in part]]  # a concurrent update may have replaced some
+                chunks = [shard.chunks[int(x)] for x in part]
+            vectors, hits = self.cached_vectors(user_id, [c.content_hash for c in chunks], [c.text for c in chunks])
+            with shard.lock:
+                live = np.array([int(x) in shard.chunks for x in part], dtype=bool)
+                shard.set_vectors(part[live], vectors[live])
+            reused, computed = reused + hits, computed + len(part) - hits
+            if progress:
+                progress(min(start + batch, len(labels)), len(labels))
+        return reused, computed
+
+    def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Vectors of texts keyed by content hash, from the cache where it has them; (vectors, hits)."""
+        if self.embedder is None or self.cache is None:
+            raise ValueError("no embedder is configured")
+        if not hashes:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32), 0
+        known = self.cache.get(user_id, hashes)
+        hits = sum(1 for h in hashes if h in known)
+        missing = sorted({h: t for h, t in zip(hashes, texts) if h not in known}.items())
+        if missing:
+            vectors = self.embedder.embed([text for _, text in missing])
+            self.cache.put(user_id, [h for h, _ in missing], vectors)
+            known.update(zip((h for h, _ in missing), vectors))
+        return np.stack([known[h] for h in hashes]).astype(np.float32), hits
+
+    def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
+        """Incremental: chunk new messages, embed what is new, save the shard."""
+        started = time.perf_counter()
+        shard = self._shards.get(user_id) or self._load_or_create(user_id)
+        self._shards[user_id] = shard
+        messages, added, removed = self.update_lexical(user_id)
+        reused, computed = self.embed_pending(user_id, progress=progress)
+        shard.save(self.root)
+        return IndexReport(user_id, messages, added, removed, reused, computed, time.perf_counter() - started)
+
+    def reindex(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
+        """Rebuild from the store into a new version and swap it in (warm cache: nothing re-embedded)."""
+        started = time.perf_counter()
+        shard = self._fresh_shard(user_id)
+        messages = 0
+        for thread in self.store.threads_of(user_id):
+            counts = self._update_thread(shard, thread.thread_id)
+            messages += counts[0]
+        reused, computed = self._embed_shard(user_id, shard, progress)
+        shard.save(self.root)
+        self._shards[user_id] = shard  # the swap: readers had the old shard until now
+        self.update_lexical(user_id)  # messages that arrived during the rebuild
+        if self.cache is not None:
+            self.cache.keep_only(user_id, [c.content_hash for c in shard.chunks.values()])
+        return IndexReport(user_id, messages, len(shard.chunks), 0, reused, computed, time.perf_counter() - started)
+
+    def forget_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
+        """After messages left the store: drop every window that held them, forget their cached
+        embeddings, re-chunk the survivors of that stretch and save. Returns windows dropped."""
+        shard = self.shard(user_id)
+        with shard.lock:
+            doomed = shard.labels_touching(thread_id, seqs)
+            if not doomed:
+                return 0
+            lo = min(shard.chunks[label].from_seq for label in doomed)
+            hi = max(shard.chunks[label].to_seq for label in doomed)
+            hashes = [shard.chunks[label].content_hash for label in doomed]
+            shard.remove(doomed)
+            if self.cache is not None:
+                self.cache.forget(user_id, hashes)
+            survivors = chunk_thread(self.store.messages_in_range(thread_id, lo, hi + 1), self.params.chunk, self.counter)
+            live_ids = {c.chunk_id for c in shard.chunks.values() if c.thread_id == thread_id}
+            shard.add([c for c in survivors if c.chunk_id not in live_ids])
+            tail = max((c.from_seq for c in shard.chunks.values() if c.thread_id == thread_id), default=0)
+            shard.manifest = shard.manifest.advanced(
+                thread_id, watermark=shard.manifest.watermarks.get(thread_id, 0), tail=tail,
+                chunks=len(shard.chunks), next_label=shard.manifest.next_label,
+            )
+        self.embed_pending(user_id)
+        shard.save(self.root)
+        return len(doomed)
+
+    def pending_vector_messages(self, user_id: str) -> int:
+        """Messages lexically searchable but not yet in the vector index."""
+        shard = self.shard(user_id)
+        return 0 if self.embedder is None else shard.pending_messages()

@@ -1,0 +1,255 @@
+"""One user's index shard: chunk table, BM25 and HNSW, saved as versioned directories.
+
+Layout (per user, so a query can only touch its own user's data and shards can move):
+
+    <root>/<user-slug>/CURRENT           name of the live version, replaced atomically
+    <root>/<user-slug>/v000042/          manifest.json, chunks.parquet, bm25/, hnsw/
+
+A save writes a complete new version and then flips CURRENT with one rename: a crash at any
+moment leaves the old version or the new one live, never a mix. Old versions are removed after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import IndexStateError
+from indexers.bm25 import Bm25Index
+from indexers.chunking import Chunk
+from indexers.hnsw import HnswIndex, HnswParams
+from indexers.lexical import LexicalTokenizer
+from indexers.manifest import Manifest
+
+__all__ = ["Shard", "shard_dir", "current_version_dir"]
+
+_CHUNK_SCHEMA = pa.schema([
+    ("label", pa.int64()), ("chunk_id", pa.string()), ("thread_id", pa.string()),
+    ("from_seq", pa.int64()), ("to_seq", pa.int64()), ("message_ids", pa.list_(pa.string())),
+    ("message_seqs", pa.list_(pa.int64())), ("text", pa.string()), ("content_hash", pa.string()),
+    ("n_tokens", pa.int32()), ("part", pa.int32()), ("has_vector", pa.bool_()),
+])
+
+
+def shard_dir(root: Path, user_id: str) -> Path:
+    """A filesystem-safe, collision-free directory name for any user id."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", user_id)[:48]
+    return Path(root) / f"{slug}-{hashlib.sha1(user_id.encode()).hexdigest()[:10]}"
+
+
+def current_version_dir(root: Path, user_id: str) -> Path | None:
+    pointer = shard_dir(root, user_id) / "CURRENT"
+    if not pointer.exists():
+        return None
+    return pointer.parent / pointer.read_text(encoding="utf-8").strip()
+
+
+class Shard:
+    """In-memory indexes of one user; `lock` serialises writers against readers."""
+
+    def __init__(self, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index,
+                 hnsw: HnswIndex | None, chunks: dict[int, Chunk], has_vector: set[int]) -> None:
+        self.manifest = manifest
+        self.tokenizer = tokenizer
+        self.bm25 = bm25
+        self.hnsw = hnsw
+        self.chunks = chunks
+        self.has_vector = has_vector
+        self.lock = threading.RLock()
+        self._arrays: tuple[np.ndarray, ...] | None = None
+        self._pending: int | None = None
+
+    # Changes --------------------------------------------------------------------------------
+    def add(self, chunks: Sequence[Chunk]) -> np.ndarray:
+        """Add chunks lexically (searchable at once); vectors come with `set_vectors`."""
+        start = self.manifest.next_label
+        labels = np.arange(start, start + len(chunks), dtype=np.int64)
+        self.bm25.add(labels.tolist(), [self.tokenizer.tokenize(c.text) for c in chunks])
+        self.chunks.update(zip(labels.tolist(), chunks))
+        self._arrays = None
+        self._pending = None
+        self.manifest = _with(self.manifest, next_label=start + len(chunks), chunks=len(self.chunks))
+        return labels
+
+    def set_vectors(self, labels: np.ndarray, vectors: np.ndarray) -> None:
+        if self.hnsw is None or not len(labels):
+            return
+        self.hnsw.add(np.asarray(labels, dtype=np.int64), vectors)
+        self.has_vector.update(int(x) for x in labels)
+        self._pending = None
+
+    def remove(self, labels: Iterable[int]) -> None:
+        doomed = [int(x) for x in labels if int(x) in self.chunks]
+        if not doomed:
+            return
+        self.bm25.remove(doomed)
+        if self.hnsw is not None:
+            self.hnsw.remove([x for x in doomed if x in self.has_vector])
+        for label in doomed:
+            self.chunks.pop(label)
+            self.has_vector.discard(label)
+        self._arrays = None
+        self._pending = None
+        self.manifest = _with(self.manifest, chunks=len(self.chunks))
+
+    # Reads ----------------------------------------------------------------------------------
+    def labels_where(self, thread_id: str, *, from_seq_at_least: int) -> list[int]:
+        return [label for label, c in self.chunks.items() if c.thread_id == thread_id and c.from_seq >= from_seq_at_least]
+
+    def labels_touching(self, thread_id: str, seqs: set[int]) -> list[int]:
+        return [label for label, c in self.chunks.items()
+                if c.thread_id == thread_id and not seqs.isdisjoint(c.message_seqs)]
+
+    def without_vectors(self) -> list[int]:
+        return sorted(set(self.chunks) - self.has_vector)
+
+    def pending_messages(self) -> int:
+        """Messages in windows without a vector and in no window that has one (cached until a change)."""
+        if self._pending is None:
+            waiting = {(c.thread_id, s) for label in self.without_vectors() for c in [self.chunks[label]]
+                       for s in c.message_seqs}
+            if waiting:
+                low = min(s for _, s in waiting)
+                done = {(c.thread_id, s) for label in self.has_vector for c in [self.chunks[label]]
+                        if c.to_seq >= low for s in c.message_seqs}
+                waiting -= done
+            self._pending = len(waiting)
+        return self._pending
+
+    def allowed(self, intervals: dict[str, tuple[int, int]]) -> np.ndarray:
+        """Labels of chunks overlapping the seq interval [lo, hi] of their thread."""
+        labels, threads, lows, highs = self._chunk_arrays()
+        keep = np.zeros(len(labels), dtype=bool)
+        for thread_id, (lo, hi) in intervals.items():
+            keep |= (threads == thread_id) & (lows <= hi) & (highs >= lo)
+        return labels[keep]
+
+    def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
+        if self._arrays is None:
+            items = sorted(self.chunks.items())
+            self._arrays = (
+                np.array([k for k, _ in items], dtype=np.int64),
+                np.array([c.thread_id for _, c in items], dtype=object),
+                np.array([c.from_seq for _, c in items], dtype=np.int64),
+                np.array([c.to_seq for _, c in items], dtype=np.int64),
+            )
+        return self._arrays
+
+    # Persistence ----------------------------------------------------------------------------
+    def save(self, root: Path) -> Path:
+        """Write a complete new version, then flip CURRENT to it."""
+        with self.lock:
+            base = shard_dir(root, self.manifest.user_id)
+            base.mkdir(parents=True, exist_ok=True)
+            live = current_version_dir(root, self.manifest.user_id)
+            number = int(live.name[1:]) + 1 if live is not None else 1
+            final = base / f"v{number:06d}"
+            staging = base / f".staging-{final.name}"
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            self.bm25.save(staging / "bm25")
+            if self.hnsw is not None:
+                self.hnsw.save(staging / "hnsw")
+            pq.write_table(self._chunk_table(), staging / "chunks.parquet")
+            self.manifest.save(staging / "manifest.json")
+            _fsync_tree(staging)
+            os.replace(staging, final)
+            _flip_pointer(base / "CURRENT", final.name)
+            for old in base.iterdir():
+                if old.is_dir() and old.name != final.name:
+                    shutil.rmtree(old, ignore_errors=True)
+            return final
+
+    def _chunk_table(self) -> pa.Table:
+        items = sorted(self.chunks.items())
+        return pa.table({
+            "label": [k for k, _ in items], "chunk_id": [c.chunk_id for _, c in items],
+            "thread_id": [c.thread_id for _, c in items], "from_seq": [c.from_seq for _, c in items],
+            "to_seq": [c.to_seq for _, c in items], "message_ids": [list(c.message_ids) for _, c in items],
+            "message_seqs": [list(c.message_seqs) for _, c in items], "text": [c.text for _, c in items],
+            "content_hash": [c.content_hash for _, c in items], "n_tokens": [c.n_tokens for _, c in items],
+            "part": [c.part for _, c in items], "has_vector": [k in self.has_vector for k, _ in items],
+        }, schema=_CHUNK_SCHEMA)
+
+    @classmethod
+    def load(cls, root: Path, user_id: str, tokenizer: LexicalTokenizer, *, ef: int | None = None,
+             with_vectors: bool = True) -> "Shard | None":
+        """The live version of the user's shard, or None when there is none yet."""
+        version = current_version_dir(root, user_id)
+        if version is None:
+            return None
+        if not version.is_dir():
+            raise IndexStateError(
+                f"the index of user {user_id!r} points to a missing version {version.name}: "
+                f"run `convsearch reindex --user {user_id}` (or `convsearch doctor --repair`)"
+            )
+        manifest = Manifest.load(version / "manifest.json")
+        chunks, has_vector = _read_chunks(version / "chunks.parquet", user_id)
+        hnsw = None
+        if with_vectors and manifest.spec.model is not None:
+            hnsw = HnswIndex.load(version / "hnsw", ef=ef)
+        elif not with_vectors:
+            has_vector = set()
+        return cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector)
+
+    @classmethod
+    def empty(cls, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index, hnsw_params: HnswParams | None) -> "Shard":
+        return cls(manifest, tokenizer, bm25, HnswIndex(hnsw_params) if hnsw_params else None, {}, set())
+
+
+def _read_chunks(path: Path, user_id: str) -> tuple[dict[int, Chunk], set[int]]:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise IndexStateError(
+            f"the chunk table of user {user_id!r} is unreadable ({exc}): run `convsearch reindex --user {user_id}`"
+        ) from None
+    chunks: dict[int, Chunk] = {}
+    has_vector: set[int] = set()
+    for row in table.to_pylist():
+        label = row.pop("label")
+        if row.pop("has_vector"):
+            has_vector.add(label)
+        row["message_ids"], row["message_seqs"] = tuple(row["message_ids"]), tuple(row["message_seqs"])
+        chunks[label] = Chunk(**row)
+    return chunks, has_vector
+
+
+def _flip_pointer(pointer: Path, target: str) -> None:
+    tmp = pointer.with_name("CURRENT.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(target)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, pointer)
+    _fsync_dir(pointer.parent)
+
+
+def _fsync_tree(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _with(manifest: Manifest, **changes: int) -> Manifest:
+    return replace(manifest, **changes)
