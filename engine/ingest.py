@@ -129,30 +129,31 @@ class Ingestor:
 
     def _write_conversations(self, user_id: str, thread_id: str, placed: list[Message],
                              opened: list[tuple[str, int, int, datetime]], ended: list[str]) -> None:
+        """New conversations go in with their final state in one insert; the one that was open
+        before the batch is extended and, if the batch ended it, ended."""
         timeline = self.store.timeline
         last_of: dict[str, Message] = {m.conversation_id: m for m in placed if m.kind == "turn"}
-        for conversation_id in ended:
-            if conversation_id not in last_of:  # ended by this batch's first message: it ends where it was
-                found = timeline.last_conversation(thread_id)
-                timeline.end_conversation(conversation_id, found[0].last_message_at, "idle")
-        for conversation_id, ordinal, first_seq, at in opened:
-            timeline.open_conversation(thread_id, user_id, ordinal, first_seq, at)
-        for conversation_id, last in last_of.items():
+        new_ids = {conversation_id for conversation_id, *_ in opened}
+        for conversation_id in set(last_of) - new_ids:  # continued from before this batch
+            last = last_of[conversation_id]
             timeline.extend_conversation(conversation_id, last.seq, last.created_at)
-            if conversation_id in ended:
-                timeline.end_conversation(conversation_id, last.created_at, "idle")
+        for conversation_id in (c for c in ended if c not in new_ids):
+            found = last_of.get(conversation_id)
+            at = found.created_at if found else timeline.last_conversation(thread_id)[0].last_message_at
+            timeline.end_conversation(conversation_id, at, "idle")
+        timeline.insert_conversations([
+            (conversation_id, thread_id, user_id, ordinal, at, last_of[conversation_id].created_at, first_seq,
+             last_of[conversation_id].seq, last_of[conversation_id].created_at if conversation_id in ended else None,
+             "idle" if conversation_id in ended else None)
+            for conversation_id, ordinal, first_seq, at in opened
+        ])
 
     def _touch_days(self, user_id: str, thread_id: str, placed: list[Message]) -> list:
-        opened = []
-        by_day: dict = {}
+        spans: dict = {}
         for m in placed:
-            lo, hi = by_day.get(m.day_label, (m.seq, m.seq))
-            by_day[m.day_label] = (min(lo, m.seq), max(hi, m.seq))
-        now = self.clock()
-        for day, (lo, hi) in by_day.items():
-            if self.store.timeline.touch_day(user_id, thread_id, day, lo, hi, now):
-                opened.append(day)
-        return opened
+            lo, hi = spans.get(m.day_label, (m.seq, m.seq))
+            spans[m.day_label] = (min(lo, m.seq), max(hi, m.seq))
+        return self.store.timeline.touch_days(user_id, thread_id, spans, self.clock())
 
 
 def _message(m: NewMessage, thread_id: str, user_id: str, seq: int, tz, conversation_id: str) -> Message:

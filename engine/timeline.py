@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Sequence
+from typing import Mapping, Sequence
+
+import pyarrow as pa
 
 from engine.db import Database
 from engine.errors import UnknownConversationError, UnknownDaySegmentError
@@ -41,14 +43,19 @@ class Timeline:
         )
         return (conversation_from_row(rows[0][:-1]), int(rows[0][-1])) if rows else None
 
-    def open_conversation(self, thread_id: str, user_id: str, ordinal: int, first_seq: int, at: datetime) -> str:
-        conversation_id = conversation_id_for(thread_id, ordinal)
-        self.db.execute(
-            "INSERT INTO conversations (conversation_id, thread_id, user_id, ordinal, started_at, last_message_at, "
-            "first_seq, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [conversation_id, thread_id, user_id, ordinal, naive_utc(at), naive_utc(at), first_seq, first_seq],
-        )
-        return conversation_id
+    def insert_conversations(self, rows: Sequence[tuple]) -> None:
+        """New conversations in one insert: (id, thread, user, ordinal, started_at, last_message_at,
+        first_seq, last_seq, ended_at, end_reason)."""
+        names = ("conversation_id", "thread_id", "user_id", "ordinal", "started_at", "last_message_at",
+                 "first_seq", "last_seq", "ended_at", "end_reason")
+        columns = list(zip(*rows)) if rows else [[] for _ in names]
+        types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.timestamp("us"), pa.timestamp("us"),
+                 pa.int64(), pa.int64(), pa.timestamp("us"), pa.string())
+        times = {"started_at", "last_message_at", "ended_at"}
+        self.db.insert_arrow("conversations", pa.table({
+            name: pa.array([naive_utc(v) if name in times and v is not None else v for v in column], type=kind)
+            for name, column, kind in zip(names, columns, types)
+        }))
 
     def extend_conversation(self, conversation_id: str, last_seq: int, at: datetime) -> None:
         self.db.execute(
@@ -102,20 +109,30 @@ class Timeline:
         )
 
     # Day segments ----------------------------------------------------------------------------
+    def touch_days(self, user_id: str, thread_id: str, spans: Mapping[date, tuple[int, int]], at: datetime) -> list[date]:
+        """Open each day's segment or extend it to its new last seq; returns the days that opened."""
+        if not spans:
+            return []
+        known = {r[0] for r in self.db.execute(
+            "SELECT day_label FROM day_segments WHERE thread_id = ? AND list_contains(?, day_label)",
+            [thread_id, list(spans)],
+        )}
+        for day in known:  # at most the day the thread was already in
+            self.db.execute("UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ?",
+                            [spans[day][1], day_segment_id(thread_id, day)])
+        fresh = sorted(set(spans) - known)
+        self.db.insert_arrow("day_segments", pa.table({
+            "day_segment_id": [day_segment_id(thread_id, d) for d in fresh], "user_id": [user_id] * len(fresh),
+            "thread_id": [thread_id] * len(fresh), "day_label": pa.array(fresh, type=pa.date32()),
+            "starts_at_seq": pa.array([spans[d][0] for d in fresh], type=pa.int64()),
+            "ends_at_seq": pa.array([spans[d][1] for d in fresh], type=pa.int64()),
+            "updated_at": pa.array([naive_utc(at)] * len(fresh), type=pa.timestamp("us")),
+        }))
+        return fresh
+
     def touch_day(self, user_id: str, thread_id: str, day_label: date, first_seq: int, last_seq: int, at: datetime) -> bool:
-        """Open the day's segment at `first_seq` or extend it to `last_seq`; True when it opened."""
-        segment_id = day_segment_id(thread_id, day_label)
-        updated = self.db.execute(
-            "UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ? RETURNING day_segment_id",
-            [last_seq, segment_id],
-        )
-        if updated:
-            return False
-        self.db.execute(
-            "INSERT INTO day_segments VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
-            [segment_id, user_id, thread_id, day_label, first_seq, last_seq, naive_utc(at)],
-        )
-        return True
+        """One day's segment opened or extended; True when it opened."""
+        return bool(self.touch_days(user_id, thread_id, {day_label: (first_seq, last_seq)}, at))
 
     def get_day_segment(self, segment_id: str, *, user_id: str) -> DaySegment:
         rows = self.db.execute(
