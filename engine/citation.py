@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from engine.models import Message
-
-__all__ = ["best_message", "make_snippet"]
+__all__ = ["best_line", "make_snippet", "SNIPPET_CHARS"]
 
 SNIPPET_CHARS = 240
 
 
-def best_message(messages: Sequence[Message], query_tokens: Sequence[str],
-                 tokenize: Callable[[str], list[str]], weight: Callable[[str], float]) -> Message:
-    """The message sharing the most query weight (idf) with the query; ties go to the longer one."""
+def best_line(line_tokens: Sequence[frozenset[str]], allowed: Sequence[bool], query_tokens: Sequence[str],
+              weight: Callable[[str], float]) -> int | None:
+    """Index of the allowed line sharing the most query weight (idf); ties go to the richer line.
+
+    None when no line is allowed (a filter excluded every message of the window).
+    """
     wanted = set(query_tokens)
-
-    def score(m: Message) -> tuple[float, int]:
-        shared = wanted.intersection(tokenize(m.content))
-        return (sum(weight(t) for t in shared), len(m.content))
-
-    return max(messages, key=score)
+    candidates = [i for i, ok in enumerate(allowed) if ok]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda i: (sum(weight(t) for t in wanted & line_tokens[i]), len(line_tokens[i]), -i))
 
 
 def make_snippet(text: str, query_terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:

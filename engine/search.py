@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.citation import best_message, make_snippet
+from engine.citation import best_line, make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.filters import SearchFilters, seq_intervals
@@ -24,6 +24,7 @@ from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchM
 from engine.summary_index import SummaryIndex
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
+from indexers.chunking import Chunk
 from indexers.shard import Shard
 
 __all__ = ["Searcher"]
@@ -100,18 +101,32 @@ class Searcher:
         depth = max(self.settings.candidate_depth, 5 * limit)
         with shard.lock:
             labels, raw, matched, cosine = _window_candidates(shard, q, intervals, depth)
-            chunks = [shard.chunks[int(x)] for x in labels]
-        if not len(labels):
-            return []
-        parts = self._fuse(raw, matched, cosine, q)
-        order = np.argsort([-p.fused for p in parts], kind="stable")[: 3 * limit + 10]
+            if not len(labels):
+                return []
+            parts = self._fuse(raw, matched, cosine, q)
+            order = np.argsort([-p.fused for p in parts], kind="stable")[: 3 * limit + 10]
+            cited = [c for i in order if (c := _cite(shard, int(labels[i]), parts[i], q, intervals)) is not None]
+        cited = dedupe_best(cited, key=lambda c: c.message_id, score=lambda c: c.parts.fused)
+        cited.sort(key=lambda c: -c.parts.fused)
+        cited = cited[: limit + 10]  # the penalty may reorder these; nothing further down can overtake
+        stored = {m.message_id: m for m in self.store.messages_by_ids([c.message_id for c in cited], user_id=user_id)}
         covered = self.summaries.summaries_of(user_id)
-        wanted = {m for i in order for m in chunks[i].message_ids}
-        stored = {m.message_id: m for m in self.store.messages_by_ids(sorted(wanted), user_id=user_id)}
-        hits = [self._cite(shard, chunks[i], parts[i], q, intervals, covered, penalty, stored) for i in order]
-        hits = dedupe_best([h for h in hits if h is not None], key=lambda h: h.message_id, score=lambda h: h.score)
+        hits = [self._hit(c, stored[c.message_id], covered, penalty, q) for c in cited if c.message_id in stored]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
+
+    def _hit(self, cited: "_Cited", message, covered: Sequence[Summary], penalty: bool, q: _Query) -> SearchHit:
+        is_covered = any(s.thread_id == message.thread_id and s.covers(message.seq) for s in covered)
+        parts = replace(cited.parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
+        chunk = cited.chunk
+        return SearchHit(
+            kind="message", score=round(parts.final, 6), thread_id=message.thread_id, day_label=message.day_label,
+            day_segment_id=message.day_segment_id, snippet=make_snippet(message.content, q.text.split() + q.tokens),
+            covered_by_summary=is_covered, from_seq=chunk.from_seq, to_seq=chunk.to_seq,
+            message_id=message.message_id, seq=message.seq, created_at=message.created_at, role=message.role,
+            speaker=message.speaker, first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1],
+            parts=parts,
+        )
 
     def _fuse(self, raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, q: _Query) -> list[ScoreParts]:
         lexical = normalise_lexical(raw, matched)
@@ -134,26 +149,6 @@ class Searcher:
                            vector_rank=int(vec_rank[i]) or None, lexical_rank=int(lex_rank[i]) or None,
                            fusion=str(how[i])) for i in range(len(raw))]
 
-    def _cite(self, shard: Shard, chunk, parts: ScoreParts, q: _Query, intervals, covered: Sequence[Summary],
-              penalty: bool, stored: dict) -> SearchHit | None:
-        span = intervals.get(chunk.thread_id) if intervals is not None else None
-        messages = [stored[m] for m in chunk.message_ids if m in stored]
-        messages = [m for m in messages if span is None or span[0] <= m.seq <= span[1]]
-        if not messages:
-            return None  # deleted since it was indexed
-        # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-        cited = best_message(messages, q.tokens, shard.tokenizer.tokenize,
-                             lambda t: max(shard.bm25.max_score([t]), 0.0) + 0.01)
-        is_covered = any(s.thread_id == cited.thread_id and s.covers(cited.seq) for s in covered)
-        parts = replace(parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
-        return SearchHit(
-            kind="message", score=round(parts.final, 6), thread_id=cited.thread_id, day_label=cited.day_label,
-            day_segment_id=cited.day_segment_id, snippet=make_snippet(cited.content, q.text.split() + q.tokens),
-            covered_by_summary=is_covered, from_seq=chunk.from_seq, to_seq=chunk.to_seq, message_id=cited.message_id,
-            seq=cited.seq, created_at=cited.created_at, role=cited.role, speaker=cited.speaker,
-            first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1], parts=parts,
-        )
-
     # Summaries ------------------------------------------------------------------------------
     def _summary_hits(self, user_id: str, q: _Query, intervals, limit: int, messages: list[SearchHit]) -> list[SearchHit]:
         matches = self.summaries.match(user_id, q.tokens, q.vector, intervals)
@@ -166,6 +161,23 @@ class Searcher:
                 if p.fused > 0 and p.fused >= bar]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
+
+
+@dataclass(frozen=True, slots=True)
+class _Cited:
+    message_id: str
+    chunk: Chunk
+    parts: ScoreParts
+
+
+def _cite(shard: Shard, label: int, parts: ScoreParts, q: _Query, intervals) -> _Cited | None:
+    """The window's best message for the query, among those the filters allow."""
+    chunk = shard.chunks[label]
+    span = intervals.get(chunk.thread_id) if intervals is not None else None
+    allowed = [span is None or span[0] <= seq <= span[1] for seq in chunk.message_seqs]
+    # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+    index = best_line(shard.line_tokens(label), allowed, q.tokens, lambda t: max(shard.bm25.max_score([t]), 0.0) + 0.01)
+    return None if index is None else _Cited(chunk.message_ids[index], chunk, parts)
 
 
 def _window_candidates(shard: Shard, q: _Query, intervals, depth: int):

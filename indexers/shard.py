@@ -37,7 +37,7 @@ _CHUNK_SCHEMA = pa.schema([
     ("label", pa.int64()), ("chunk_id", pa.string()), ("thread_id", pa.string()),
     ("from_seq", pa.int64()), ("to_seq", pa.int64()), ("message_ids", pa.list_(pa.string())),
     ("message_seqs", pa.list_(pa.int64())), ("text", pa.string()), ("content_hash", pa.string()),
-    ("n_tokens", pa.int32()), ("part", pa.int32()), ("has_vector", pa.bool_()),
+    ("n_tokens", pa.int32()), ("part", pa.int32()), ("line_ends", pa.list_(pa.int64())), ("has_vector", pa.bool_()),
 ])
 
 
@@ -68,6 +68,7 @@ class Shard:
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._pending: int | None = None
+        self._line_tokens: dict[int, tuple[frozenset[str], ...]] = {}  # memo for citations
 
     # Changes --------------------------------------------------------------------------------
     def add(self, chunks: Sequence[Chunk]) -> np.ndarray:
@@ -98,6 +99,7 @@ class Shard:
         for label in doomed:
             self.chunks.pop(label)
             self.has_vector.discard(label)
+            self._line_tokens.pop(label, None)
         self._arrays = None
         self._pending = None
         self.manifest = _with(self.manifest, chunks=len(self.chunks))
@@ -112,6 +114,16 @@ class Shard:
 
     def without_vectors(self) -> list[int]:
         return sorted(set(self.chunks) - self.has_vector)
+
+    def line_tokens(self, label: int) -> tuple[frozenset[str], ...]:
+        """The lexical tokens of each message line of a window (memoised: citations reuse them)."""
+        found = self._line_tokens.get(label)
+        if found is None:
+            if len(self._line_tokens) > 50_000:  # bound the memo; it refills from hot windows
+                self._line_tokens.clear()
+            lines = self.chunks[label].message_lines()
+            found = self._line_tokens[label] = tuple(frozenset(self.tokenizer.tokenize(t)) for t in lines)
+        return found
 
     def pending_messages(self) -> int:
         """Messages in windows without a vector and in no window that has one (cached until a change)."""
@@ -163,6 +175,8 @@ class Shard:
             pq.write_table(self._chunk_table(), staging / "chunks.parquet")
             self.manifest.save(staging / "manifest.json")
             _fsync_tree(staging)
+            # a crash between this rename and the flip leaves `final` complete but not live: replace it
+            shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
             _flip_pointer(base / "CURRENT", final.name)
             for old in base.iterdir():
@@ -178,7 +192,8 @@ class Shard:
             "to_seq": [c.to_seq for _, c in items], "message_ids": [list(c.message_ids) for _, c in items],
             "message_seqs": [list(c.message_seqs) for _, c in items], "text": [c.text for _, c in items],
             "content_hash": [c.content_hash for _, c in items], "n_tokens": [c.n_tokens for _, c in items],
-            "part": [c.part for _, c in items], "has_vector": [k in self.has_vector for k, _ in items],
+            "part": [c.part for _, c in items], "line_ends": [list(c.line_ends) for _, c in items],
+            "has_vector": [k in self.has_vector for k, _ in items],
         }, schema=_CHUNK_SCHEMA)
 
     @classmethod
@@ -220,7 +235,8 @@ def _read_chunks(path: Path, user_id: str) -> tuple[dict[int, Chunk], set[int]]:
         label = row.pop("label")
         if row.pop("has_vector"):
             has_vector.add(label)
-        row["message_ids"], row["message_seqs"] = tuple(row["message_ids"]), tuple(row["message_seqs"])
+        for name in ("message_ids", "message_seqs", "line_ends"):
+            row[name] = tuple(row[name])
         chunks[label] = Chunk(**row)
     return chunks, has_vector
 

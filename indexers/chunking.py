@@ -1,0 +1,413 @@
+"""Chunk one thread into overlapping windows of whole messages that fit the embedding model.
+
+all-MiniLM-L6-v2 reads 256 word pieces including [CLS] and [SEP] and silently drops the rest, so
+every chunk's text counts at most `window_tokens` (<= 254) pieces of the model's own tokenizer.
+
+A window is a run of consecutive message lines ("Speaker: content", joined by "\\n") taken
+greedily while the sum of their counts fits. WordPiece splits on whitespace, so line counts add
+up; each window is still re-counted, and shrunk in the (pathological) case they do not.
+The next window starts `overlap_messages` before the previous end, fewer if the overlap would
+leave no room for a new message, and always at least one message later. A line that alone
+exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk; tool outputs are
+first capped to head + placeholder + tail.
+
+Restartable: a window depends only on the messages from its start up to the one after its end,
+and so does the next start. Hence for every start s of a full run, chunking only the messages
+with seq >= s yields exactly the full run's chunks from s on. The pipeline re-chunks the tail:
+
+* append: keep the last chunk's from_seq (`window_starts(chunks)[-1]`); when messages arrive,
+  re-chunk the messages with seq >= it and replace the stored chunks with from_seq >= it.
+* any change from seq d on (append or deletion): `restart_seq(chunks, d)` gives the start to
+  re-chunk from, with the same replacement (None: re-chunk the whole thread).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from engine.errors import InvalidInputError
+from engine.models import Message
+from indexers.model_files import MODEL_MAX_TOKENS, wordpiece_tokenizer
+
+if TYPE_CHECKING:
+    from engine.config import Settings
+
+__all__ = [
+    "MAX_WINDOW_TOKENS",
+    "ChunkParams",
+    "Chunk",
+    "TokenCounter",
+    "WordPieceCounter",
+    "speaker_label",
+    "render_line",
+    "cap_tool_output",
+    "chunk_thread",
+    "window_starts",
+    "restart_seq",
+]
+
+MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
+_MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content of split pieces
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkParams:
+    """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
+
+    window_tokens: int = 160
+    overlap_messages: int = 1
+    tool_output_cap_tokens: int = 96
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window_tokens <= MAX_WINDOW_TOKENS:
+            raise InvalidInputError(f"window_tokens must be 1..{MAX_WINDOW_TOKENS}, got {self.window_tokens}")
+        if self.overlap_messages < 0:
+            raise InvalidInputError(f"overlap_messages must be >= 0, got {self.overlap_messages}")
+        if self.tool_output_cap_tokens < 1:
+            raise InvalidInputError(f"tool_output_cap_tokens must be >= 1, got {self.tool_output_cap_tokens}")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChunkParams:
+        return cls(settings.window_tokens, settings.overlap_messages, settings.tool_output_cap_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Consecutive messages of one thread (or one piece of a split message), ready to embed."""
+
+    chunk_id: str  # hash of (thread_id, from_seq, to_seq, part, content_hash)
+    thread_id: str
+    from_seq: int
+    to_seq: int  # inclusive
+    message_ids: tuple[str, ...]  # in seq order; a piece of a split message has exactly that one id
+    message_seqs: tuple[int, ...]
+    text: str
+    content_hash: str  # sha256 hex of text: the embedding cache key
+    n_tokens: int  # word pieces of text, without special tokens
+    part: int = 0  # piece number of a message split across several chunks, else 0
+    line_ends: tuple[int, ...] = ()  # where each message's line ends in text (one per message id)
+
+    def message_lines(self) -> tuple[str, ...]:
+        """Each message's own line of the window, so a search can cite one without a store lookup."""
+        ends = self.line_ends or (len(self.text),)
+        starts = (0, *(end + 1 for end in ends[:-1]))  # lines are joined by one "\n"
+        return tuple(self.text[a:b] for a, b in zip(starts, ends))
+
+
+class TokenCounter(Protocol):
+    """Counts word pieces (no special tokens) and cuts text into pieces of at most max_tokens."""
+
+    def count(self, text: str) -> int: ...
+
+    def split(self, text: str, max_tokens: int) -> list[str]: ...
+
+
+class WordPieceCounter:
+    """Counts and splits text in MiniLM's own word pieces (special tokens excluded)."""
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        self._tokenizer = tokenizer if tokenizer is not None else wordpiece_tokenizer()
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Batch counting (the Rust tokenizer runs it in parallel): for whole threads."""
+        encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)  # no offsets
+        encodings = encode(list(texts), add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+    def split(self, text: str, max_tokens: int) -> list[str]:
+        """Consecutive pieces covering `text`, each <= max_tokens, cut at token starts.
+
+        Cuts prefer word starts (pieces of whole words count the same alone); every piece is
+        re-counted. Only a single character that alone counts more (a Hangul syllable is
+        three pieces) can exceed a budget below 3.
+        """
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        starts = [start for start, _ in encoding.offsets]
+        word_ids = encoding.word_ids
+        word_start = [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(starts))]
+        # Plan on offsets alone and check all pieces in one batch; re-count piece by piece only if
+        # some piece re-tokenizes longer (a cut inside a word). Both give the same pieces when all fit.
+        pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: True)
+        if max(self.count_many(pieces)) <= max_tokens:
+            return pieces
+        return _split_at(text, starts, word_start, max_tokens, lambda piece: self.count(piece) <= max_tokens)
+
+
+def _split_at(
+    text: str, starts: list[int], word_start: list[bool], max_tokens: int, fits: Callable[[str], bool]
+) -> list[str]:
+    """Consecutive pieces of `text`, each the longest from its start that `fits`."""
+    pieces: list[str] = []
+    begin = 0
+    while True:
+        end = _piece_end(text, begin, starts, word_start, max_tokens, fits)
+        pieces.append(text[begin:end])
+        if end == len(text):
+            return pieces
+        begin = end
+
+
+def _piece_end(
+    text: str, begin: int, starts: list[int], word_start: list[bool], max_tokens: int, fits: Callable[[str], bool]
+) -> int:
+    """End (exclusive) of the longest piece from `begin` that fits, at a word start if possible."""
+    first = bisect.bisect_left(starts, begin)
+    if first + max_tokens >= len(starts) and fits(text[begin:]):
+        return len(text)
+    for cut in _cut_candidates(starts, word_start, first, first + max_tokens, begin):
+        if fits(text[begin:cut]):
+            return cut
+    # Even one token from `begin` does not fit (it re-tokenizes into more): cut in characters.
+    limit = next((s for s in starts[first:] if s > begin), len(text))
+    return next((c for c in range(limit - 1, begin, -1) if fits(text[begin:c])), begin + 1)
+
+
+def _cut_candidates(starts: list[int], word_start: list[bool], first: int, last: int, begin: int) -> Iterator[int]:
+    """Token starts in (begin, ...] from token `last` down: word starts first, then mid-word."""
+    indices = [k for k in range(min(last, len(starts) - 1), first - 1, -1) if starts[k] > begin]
+    yield from (starts[k] for k in indices if word_start[k])
+    yield from (starts[k] for k in indices if not word_start[k])
+
+
+def speaker_label(message: Message) -> str:
+    """The message's speaker, else its role capitalised; tool messages name their tools."""
+    if message.speaker:
+        return message.speaker
+    if message.role == "tool" and message.tools_used:
+        return f"Tool: {', '.join(message.tools_used)}"
+    return message.role.capitalize()
+
+
+def render_line(message: Message) -> str:
+    """The indexed line of a message: "Speaker: content"."""
+    return f"{speaker_label(message)}: {message.content}"
+
+
+def _placeholder(omitted: int) -> str:
+    return f"\n[… {omitted} tokens of tool output omitted …]\n"
+
+
+def cap_tool_output(text: str, cap_tokens: int, counter: TokenCounter) -> str:
+    """Head + placeholder + tail within `cap_tokens`; `text` unchanged when it already fits.
+
+    Tool outputs (logs, JSON, pages) are long and repetitive: their start says what was fetched,
+    their end what came of it, so both ends are kept.
+    """
+    total = counter.count(text)
+    if total <= cap_tokens:
+        return text
+    room = cap_tokens - counter.count(_placeholder(total))
+    while room >= 2:  # the placeholder's number may tokenize longer than estimated: retry smaller
+        head = counter.split(text, room - room // 2)[0]
+        tail = _tail(text[len(head) :], room // 2, counter)
+        omitted = max(0, total - counter.count(head) - counter.count(tail))
+        capped = head + _placeholder(omitted) + tail
+        if counter.count(capped) <= cap_tokens:
+            return capped
+        room -= 1
+    return counter.split(text, cap_tokens)[0]  # a cap too small for the placeholder: head only
+
+
+def _tail(text: str, budget: int, counter: TokenCounter) -> str:
+    """The longest suffix of `text` made of whole split pieces that fits `budget`."""
+    coarse = counter.split(text, budget)
+    tail = coarse[-1]
+    if len(coarse) > 1:
+        for piece in reversed(counter.split(coarse[-2], 1)):
+            if counter.count(piece + tail) > budget:
+                break
+            tail = piece + tail
+    return tail
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    message_id: str
+    seq: int
+    prefix: str  # "Speaker: "
+    body: str  # content, tool outputs capped
+    n_tokens: int
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.body
+
+
+def _count_all(counter: TokenCounter, texts: list[str]) -> list[int]:
+    count_many = getattr(counter, "count_many", None)
+    return list(count_many(texts)) if count_many is not None else [counter.count(t) for t in texts]
+
+
+def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[_Line]:
+    """Validate one thread in seq order, drop notes, cap tool outputs, count lines in one batch."""
+    for before, after in zip(messages, messages[1:]):
+        if after.thread_id != before.thread_id:
+            raise InvalidInputError(f"chunk one thread at a time: got {before.thread_id!r} and {after.thread_id!r}")
+        if after.seq <= before.seq:
+            raise InvalidInputError(f"messages must be in increasing seq order: {after.seq} after {before.seq}")
+    turns = [m for m in messages if m.kind != "note"]
+    bodies = [
+        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool" else m.content
+        for m in turns
+    ]
+    prefixes = [f"{speaker_label(m)}: " for m in turns]
+    counts = _count_all(counter, [p + b for p, b in zip(prefixes, bodies)])
+    return [_Line(m.message_id, m.seq, p, b, n) for m, p, b, n in zip(turns, prefixes, bodies, counts)]
+
+
+def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    from_seq, to_seq = lines[0].seq, lines[-1].seq
+    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), content_hash))
+    return Chunk(
+        chunk_id=hashlib.sha256(key.encode("utf-8")).hexdigest()[:32],
+        thread_id=thread_id,
+        from_seq=from_seq,
+        to_seq=to_seq,
+        message_ids=tuple(line.message_id for line in lines),
+        message_seqs=tuple(line.seq for line in lines),
+        text=text,
+        content_hash=content_hash,
+        n_tokens=n_tokens,
+        part=part,
+        line_ends=_line_ends(lines, text),
+    )
+
+
+def _line_ends(lines: Sequence[_Line], text: str) -> tuple[int, ...]:
+    if len(lines) == 1:
+        return (len(text),)
+    ends, position = [], 0
+    for line in lines:
+        position += len(line.text)
+        ends.append(position)
+        position += 1
+    return tuple(ends)
+
+
+def _piece_texts(line: _Line, budget: int, counter: TokenCounter) -> list[tuple[str, int]]:
+    """Split an oversize line into (text, count); pieces keep the speaker prefix to read alone."""
+    room = budget - counter.count(line.prefix)
+    for size in (room, room // 2):  # the second try only if prefix + piece does not add up
+        if size < _MIN_PIECE_ROOM:
+            break
+        texts = [line.prefix + piece for piece in counter.split(line.body, size)]
+        counts = _count_all(counter, texts)
+        if max(counts) <= budget:
+            return list(zip(texts, counts))
+    texts = counter.split(line.text, budget)  # a speaker name too long to repeat: split the bare line
+    return list(zip(texts, _count_all(counter, texts)))
+
+
+def _piece_chunks(thread_id: str, line: _Line, budget: int, counter: TokenCounter) -> list[Chunk]:
+    pieces = _piece_texts(line, budget, counter)
+    return [_make_chunk(thread_id, [line], text, n, part) for part, (text, n) in enumerate(pieces)]
+
+
+def _join(lines: Sequence[_Line]) -> str:
+    return "\n".join(line.text for line in lines)
+
+
+def _plan(lines: list[_Line], params: ChunkParams, fits: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+    """Spans lines[start:end] of the chunks; an oversize line is a span of its own, split later.
+
+    Windows take lines greedily on summed counts, then shrink until `fits` accepts them.
+    """
+    budget = params.window_tokens
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while start < len(lines):
+        if lines[start].n_tokens > budget:
+            spans.append((start, start + 1))
+            start += 1
+            continue
+        end, total = start, 0
+        while end < len(lines) and total + lines[end].n_tokens <= budget:
+            total += lines[end].n_tokens
+            end += 1
+        while end > start + 1 and not fits(start, end):
+            end -= 1
+        spans.append((start, end))
+        if end == len(lines):
+            break
+        start = _next_start(lines, start, end, params)
+    return spans
+
+
+def _next_start(lines: list[_Line], start: int, end: int, params: ChunkParams) -> int:
+    """Start of the window after lines[start:end]: up to `overlap_messages` back, never `start`.
+
+    It looks only at lines[start : end + 1], which is what makes chunking restartable. A smaller
+    overlap is taken when the full one would leave no room for lines[end] (that window would
+    repeat old lines only); an oversize lines[end] is split alone, so nothing overlaps it.
+    """
+    budget = params.window_tokens
+    if lines[end].n_tokens > budget:
+        return end
+    for back in range(min(params.overlap_messages, end - start - 1), 0, -1):
+        if sum(line.n_tokens for line in lines[end - back : end + 1]) <= budget:
+            return end - back
+    return end
+
+
+def _counted_plan(
+    lines: list[_Line], params: ChunkParams, counter: TokenCounter, fits: Callable[[int, int], bool]
+) -> tuple[list[tuple[int, int]], dict[tuple[int, int], int]]:
+    """The plan's spans, and the true count of each window's text (one batch)."""
+    spans = _plan(lines, params, fits)
+    windows = [(a, b) for a, b in spans if lines[a].n_tokens <= params.window_tokens]
+    return spans, dict(zip(windows, _count_all(counter, [_join(lines[a:b]) for a, b in windows])))
+
+
+def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[Chunk]:
+    """Chunks of one thread's messages (seq order), ordered by (from_seq, part); notes skipped.
+
+    Deterministic: the same messages and params always give the same chunks and ids.
+    """
+    lines = _prepare_lines(messages, params, counter)
+    if not lines:
+        return []
+    budget = params.window_tokens
+    spans, counts = _counted_plan(lines, params, counter, lambda start, end: True)
+    if any(n > budget for n in counts.values()):
+        # Line counts did not add up somewhere (never seen in practice): re-plan, counting each
+        # window as it is built. Both plans agree whenever every window fits.
+        def fits(start: int, end: int) -> bool:
+            return counter.count(_join(lines[start:end])) <= budget
+
+        spans, counts = _counted_plan(lines, params, counter, fits)
+    thread_id = messages[0].thread_id
+    chunks: list[Chunk] = []
+    for a, b in spans:
+        if (a, b) in counts:
+            chunks.append(_make_chunk(thread_id, lines[a:b], _join(lines[a:b]), counts[a, b]))
+        else:  # an oversize line alone
+            chunks.extend(_piece_chunks(thread_id, lines[a], budget, counter))
+    return chunks
+
+
+def window_starts(chunks: Sequence[Chunk]) -> list[int]:
+    """The seqs a re-chunk may restart from: every chunk's from_seq, ascending, once each."""
+    return sorted({chunk.from_seq for chunk in chunks})
+
+
+def restart_seq(chunks: Sequence[Chunk], changed_seq: int) -> int | None:
+    """Where to re-chunk from when messages with seq >= changed_seq were appended or deleted.
+
+    A window is decided by its lines and the line after it, so the first affected window is the
+    first one reaching the last kept message before `changed_seq`. None: re-chunk everything.
+    """
+    kept = [seq for chunk in chunks for seq in chunk.message_seqs if seq < changed_seq]
+    if not kept:
+        return None
+    last_kept = max(kept)
+    return next(chunk.from_seq for chunk in chunks if chunk.to_seq >= last_kept)
