@@ -51,6 +51,11 @@ MIGRATIONS: tuple[str, ...] = (
         user_id VARCHAR NOT NULL, model VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
         vector FLOAT[] NOT NULL, PRIMARY KEY (user_id, model, content_hash));
     """,
+    # 2: a thread's highest seq ever given, so a deleted last message's seq is never reused
+    """
+    ALTER TABLE threads ADD COLUMN last_seq BIGINT DEFAULT 0;
+    UPDATE threads SET last_seq = (SELECT coalesce(max(seq), 0) FROM messages m WHERE m.thread_id = threads.thread_id);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -32,8 +32,23 @@ class Deleter:
             by_thread.setdefault(m.thread_id, []).append(m)
         for thread_id, doomed in by_thread.items():
             self._delete_in_thread(user_id, thread_id, doomed)
+        if messages:
+            self._forget_unused_vectors(user_id)
         self.summary_index.forget(user_id)
         return len(messages)
+
+    def _forget_unused_vectors(self, user_id: str) -> None:
+        """Drop cached vectors no live window or summary uses: a window re-chunked or a summary
+        rewritten since it was embedded left its old text's vector behind, and it may hold the
+        deleted words."""
+        if self.pipeline.cache is None:
+            return
+        shard = self.pipeline.shard(user_id)
+        with shard.lock:
+            live = [c.content_hash for c in shard.chunks.values()]
+        live += [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
+                 for s in self.store.timeline.summaries_of_user(user_id)]
+        self.pipeline.cache.keep_only(user_id, live)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
         conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
@@ -41,7 +56,9 @@ class Deleter:
             "SELECT message_id FROM messages WHERE conversation_id = ? AND user_id = ?", [conversation_id, user_id]
         )
         count = self.delete_messages(user_id, [r[0] for r in rows])
-        self.store.timeline.delete_conversation(conversation.conversation_id)
+        # refresh_conversation_bounds already dropped it if it had turns; this covers an empty one
+        self.store.db.execute("DELETE FROM conversations WHERE conversation_id = ? AND user_id = ?",
+                              [conversation.conversation_id, user_id])
         return count
 
     def delete_user(self, user_id: str) -> int:
@@ -64,6 +81,10 @@ class Deleter:
         with self.store.db.transaction():
             self.store.timeline.delete_summaries_touching(thread_id, seqs)
             self.store.timeline.clear_day_summaries(thread_id, sorted({m.day_label for m in doomed}))
+            # a conversation's title and brief may quote the deleted text too (rebuilt when it is summarised)
+            self.store.db.execute(
+                "UPDATE conversations SET title = NULL, summary = NULL WHERE list_contains(?, conversation_id)",
+                [sorted({m.conversation_id for m in doomed})])
             self.store.delete_messages([m.message_id for m in doomed])
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)

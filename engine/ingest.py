@@ -57,6 +57,8 @@ class Ingestor:
             _check_order(stamped, last_at)
             placed, ended = self._place(user_id, thread.thread_id, stamped, last_seq, tz, as_conversation is not None)
             self.store.insert_messages(placed)
+            if placed:
+                self.store.advance_thread(thread.thread_id, placed[-1].seq)
             if as_conversation is not None and placed:
                 self._close_imported(placed[-1], as_conversation)
             opened = self._touch_days(user_id, thread.thread_id, placed)

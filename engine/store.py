@@ -88,7 +88,7 @@ class Store:
         self.get_user(user_id)
         thread_id = continuous_thread_id(user_id)
         if not self.db.execute("SELECT 1 FROM threads WHERE thread_id = ?", [thread_id]):
-            self.db.execute("INSERT INTO threads VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
@@ -99,7 +99,7 @@ class Store:
         if rows and rows[0][0] != user_id:
             raise InvalidInputError(f"thread id {thread_id!r} is taken: choose another thread id")
         if not rows:
-            self.db.execute("INSERT INTO threads VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:
@@ -116,10 +116,16 @@ class Store:
         return [thread_from_row(r) for r in rows]
 
     def thread_tail(self, thread_id: str) -> tuple[int, datetime | None]:
-        """(last seq, last created_at) of the thread; (0, None) when empty."""
-        rows = self.db.execute("SELECT max(seq), max(created_at) FROM messages WHERE thread_id = ?", [thread_id])
-        last_seq, last_at = rows[0]
-        return (int(last_seq or 0), None if last_at is None else last_at)
+        """(highest seq ever given, last created_at) of the thread; (0, None) when empty."""
+        rows = self.db.execute(
+            "SELECT t.last_seq, (SELECT max(created_at) FROM messages m WHERE m.thread_id = t.thread_id) "
+            "FROM threads t WHERE t.thread_id = ?", [thread_id])
+        if not rows:
+            return 0, None
+        return int(rows[0][0] or 0), rows[0][1]
+
+    def advance_thread(self, thread_id: str, last_seq: int) -> None:
+        self.db.execute("UPDATE threads SET last_seq = greatest(last_seq, ?) WHERE thread_id = ?", [last_seq, thread_id])
 
     # Messages --------------------------------------------------------------------------------
     def insert_messages(self, messages: Sequence[Message]) -> None:

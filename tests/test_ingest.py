@@ -147,3 +147,10 @@ def test_engine_notes_join_the_last_conversation_and_never_open_one(store, inges
     assert len(conversations) == 1 and conversations[0].last_seq == 1
     note = store.messages_in_range("alice:continuous", 2)[0]
     assert note.conversation_id == conversations[0].conversation_id
+
+
+def test_a_deleted_last_message_never_gives_its_seq_away(store, ingestor):
+    ingestor.add_messages("alice", [NewMessage("user", f"m{i}", T0 + timedelta(seconds=i)) for i in range(3)])
+    store.delete_messages([store.messages_in_range("alice:continuous", 3)[0].message_id])
+    ingestor.add_messages("alice", [NewMessage("user", "next", T0 + timedelta(minutes=1))])
+    assert [m.seq for m in store.messages_in_range("alice:continuous", 0)] == [1, 2, 4]

@@ -13,7 +13,8 @@ __all__ = ["emit", "render_table"]
 MAX_CELL = 80
 
 
-def emit(payload: Any, fmt: str, stream: TextIO = sys.stdout) -> None:
+def emit(payload: Any, fmt: str, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout  # looked up per call, so redirected stdout (capsys, redirect_stdout) is honoured
     data = to_jsonable(payload)
     if fmt == "table":
         stream.write(render_table(data) + "\n")
