@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
@@ -58,15 +60,35 @@ def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> N
     if unknown:
         raise InvalidInputError(f"message {index}: unknown fields {sorted(unknown)}")
     created = item.get("created_at")
+    if created is not None and not isinstance(created, (str, datetime)):
+        raise InvalidInputError(f"message {index}: created_at must be an ISO 8601 string, got {type(created).__name__}")
     tools = item.get("tools_used") or ()
-    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+    if not isinstance(tools, (list, tuple)) or not all(isinstance(t, str) for t in tools):
         raise InvalidInputError(f"message {index}: tools_used must be a list of tool names")
+    metadata = item.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"message {index}: metadata must be an object")
     return NewMessage(
         role=item.get("role"), content=item.get("content"),
         created_at=parse_timestamp(created) if isinstance(created, str) else created,
         message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
-        tools_used=tuple(tools), metadata=dict(item.get("metadata") or {}),
+        tools_used=tuple(tools), metadata=dict(metadata),
     )
+
+
+def _path(path: object) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInputError(f"path must be a file path, got {type(path).__name__}")
+    return Path(path)
+
+
+@contextmanager
+def _file_errors(path: object) -> Iterator[None]:
+    """An unreadable or unwritable file is the caller's problem to fix: say which and why."""
+    try:
+        yield
+    except OSError as exc:
+        raise InvalidInputError(f"cannot use the file {str(path)[:200]!r}: {exc.strerror or exc}") from None
 
 
 class ConversationEngine:
@@ -117,6 +139,8 @@ class ConversationEngine:
     def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
                thread_id: str | None = None, index: bool = True) -> IngestResult:
         """Store messages; they are lexically searchable on return, and embedded too when `index`."""
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+            raise InvalidInputError("messages must be a list of messages (objects with role and content)")
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
         with self.write_lock:
             result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
@@ -157,15 +181,16 @@ class ConversationEngine:
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
                     skip_bad: bool = False, progress: bool = False) -> ImportReport:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once."""
-        with self.write_lock:
-            report = import_file(self.store, self.ingestor, Path(path), fmt=fmt, user_id=user_id,
+        with self.write_lock, _file_errors(path):
+            report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
             for user in report.users:
                 self.pipeline.refresh(user)
         return report
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
-        return export_thread_parquet(self.store, user_id, Path(path), thread_id=thread_id)
+        with _file_errors(path):
+            return export_thread_parquet(self.store, user_id, _path(path), thread_id=thread_id)
 
     # Indexes --------------------------------------------------------------------------------
     def users(self, user_id: str | None = None) -> list[str]:
@@ -236,6 +261,7 @@ class ConversationEngine:
 
     def index_status(self, user_id: str) -> dict[str, Any]:
         """What the user's indexes hold and what is still waiting for vectors."""
+        self.store.get_user(user_id)  # an unknown user is an error, not an empty shard
         shard = self.pipeline.shard(user_id)
         return {"user_id": user_id, "chunks": len(shard.chunks), "vector_indexed_chunks": len(shard.has_vector),
                 "not_vector_indexed_messages": self.pipeline.pending_vector_messages(user_id),

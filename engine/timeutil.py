@@ -17,12 +17,18 @@ ACCEPTED_FORMS = (
 )
 
 
-@lru_cache(maxsize=256)
 def zone(name: str) -> ZoneInfo:
     """The IANA zone `name`, or a clear error naming a valid example."""
+    if not isinstance(name, str):  # checked before the cache: an unhashable name would raise TypeError
+        raise UnknownTimezoneError(f"unknown time zone {name!r}: use an IANA name such as 'Europe/Paris' or 'UTC'")
+    return _zone(name)
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise UnknownTimezoneError(
             f"unknown time zone {name!r}: use an IANA name such as 'Europe/Paris' or 'UTC'"
         ) from None
@@ -41,6 +47,13 @@ def to_utc(value: datetime, tz: ZoneInfo | None = None) -> datetime:
 
 def parse_timestamp(value: str | datetime | date, tz: ZoneInfo | None = None) -> datetime:
     """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`."""
+    try:
+        return _parse(value, tz)
+    except OverflowError:  # a time at the edge of the calendar cannot move to UTC
+        raise InvalidTimestampError(f"timestamp {value!r} is out of range; accepted: {ACCEPTED_FORMS}") from None
+
+
+def _parse(value: str | datetime | date, tz: ZoneInfo | None) -> datetime:
     if isinstance(value, datetime):
         return to_utc(value, tz)
     if isinstance(value, date):

@@ -1,0 +1,270 @@
+"""The HTTP surface: FastAPI routes a few lines each over ConversationEngine.
+
+Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
+keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
+`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.api import ConversationEngine
+from engine.errors import AuthError, ConvsearchError
+from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
+                                 EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
+                                 IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
+                                 ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
+                                 SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest, SummaryOut,
+                                 TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest, UserOut,
+                                 UserRequest, given, out, substring_matches)
+
+__all__ = ["create_app", "router"]
+
+log = logging.getLogger("convsearch.http")
+OPEN_PATHS = frozenset({"/healthz"})
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+SLICE_NOTE = "The user's next context assembly uses messages start_seq <= seq < end_seq instead of today's, once."
+
+
+def _engine(request: Request) -> ConversationEngine:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+Engine = Annotated[ConversationEngine, Depends(_engine)]
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorOut} for code in (401, 404, 409, 413, 422, 423, 503)}
+router = APIRouter(prefix="/api", responses=ERRORS)
+open_router = APIRouter()
+
+
+# Routes -----------------------------------------------------------------------------------------
+@open_router.get("/healthz")
+def healthz() -> HealthOut:
+    """Liveness probe; never needs the token."""
+    return HealthOut(status="ok")
+
+
+@router.post("/users")
+def add_user(body: AddUserRequest, engine: Engine) -> UserOut:
+    """Create a user (or return the existing one, which keeps its time zone)."""
+    return out(UserOut, engine.add_user(body.user_id, body.timezone))
+
+
+@router.post("/messages")
+def ingest(body: IngestRequest, engine: Engine) -> IngestOut:
+    """Append messages to a user's thread; they are searchable when this returns."""
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    return out(IngestOut, engine.ingest(body.user_id, messages, **given(thread_id=body.thread_id, index=body.index)))
+
+
+@router.post("/conversation/end")
+def end_conversation(body: EndConversationRequest, engine: Engine) -> EndOut:
+    """End the open conversation now (instead of waiting for the idle timeout) and summarise it."""
+    summary = engine.end_conversation(body.user_id, **given(reason=body.reason, thread_id=body.thread_id))
+    return EndOut(summary=out(SummaryOut | None, summary))
+
+
+@router.post("/conversation/search")
+def search(body: SearchRequest, engine: Engine) -> SearchOut:
+    """Hybrid (vector + BM25) search of a user's messages and summaries, with citations."""
+    options = body.model_dump(exclude={"user_id", "query"}, exclude_none=True)
+    return out(SearchOut, engine.search(body.user_id, body.query, **options))
+
+
+@router.post("/conversation/get")
+def get(body: GetRequest, engine: Engine) -> GetOut:
+    """A message by id; a day (summary and message ids); or a range of a day's messages."""
+    return out(GetOut, engine.get(body.user_id, **body.model_dump(exclude={"user_id"})))
+
+
+@router.post("/get_turns_since")
+def turns_since(body: TurnsSinceRequest, engine: Engine) -> TurnsSinceOut:
+    """Every turn since a moment (paged by from_seq) and the summaries ending after it."""
+    options = body.model_dump(exclude={"user_id", "timestamp"}, exclude_none=True)
+    return out(TurnsSinceOut, engine.turns_since(body.user_id, body.timestamp, **options))
+
+
+@router.post("/get_turns_around")
+def turns_around(body: TurnsAroundRequest, engine: Engine) -> TurnsAroundOut:
+    """A window of turns before and after a moment."""
+    options = body.model_dump(exclude={"user_id", "timestamp"}, exclude_none=True)
+    return out(TurnsAroundOut, engine.turns_around(body.user_id, body.timestamp, **options))
+
+
+@router.post("/get_conversation_context")
+def conversation_context(body: ContextRequest, engine: Engine) -> ContextOut:
+    """The latest turns' worth of context: raw recent turns, then summaries for older ones."""
+    return out(ContextOut, engine.conversation_context(body.user_id, **given(turns=body.turns)))
+
+
+@router.post("/search_session_history")
+def substring_search(body: SubstringRequest, engine: Engine) -> list[SubstringMatchOut]:
+    """Exact, case-insensitive substring search (ids, error codes, quotes), oldest first."""
+    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit))
+    return out(list[SubstringMatchOut], substring_matches(found))
+
+
+@router.post("/messages/range")
+def messages_range(body: RangeRequest, engine: Engine) -> list[MessageOut]:
+    """Turns with start_seq <= seq < end_seq, in order."""
+    return out(list[MessageOut], engine.messages_range(body.user_id, body.start_seq, body.end_seq))
+
+
+@router.post("/summarize_range")
+def summarize_range(body: RangeRequest, engine: Engine) -> SummaryOut:
+    """Summarise turns start_seq <= seq < end_seq (stored, and searchable as a summary)."""
+    return out(SummaryOut, engine.summarize_range(body.user_id, body.start_seq, body.end_seq))
+
+
+@router.post("/conversations/list")
+def list_conversations(body: ListConversationsRequest, engine: Engine) -> list[ConversationOut]:
+    """The user's latest conversations, newest first (records only)."""
+    return out(list[ConversationOut], engine.list_conversations(body.user_id, **given(limit=body.limit)))
+
+
+@router.post("/conversations/get")
+def get_conversation(body: GetConversationRequest, engine: Engine) -> ConversationDetailOut:
+    """One conversation: its record and all its messages."""
+    return out(ConversationDetailOut, engine.get_conversation(body.user_id, body.conversation_id))
+
+
+@router.post("/context/slice")
+def request_context_slice(body: RangeRequest, engine: Engine) -> SliceOut:
+    """Make the user's next /api/context/assemble use these messages instead of today's."""
+    engine.request_context_slice(body.user_id, body.start_seq, body.end_seq)
+    return SliceOut(start_seq=body.start_seq, end_seq=body.end_seq, note=SLICE_NOTE)
+
+
+@router.post("/context/assemble")
+def assemble_context(body: AssembleRequest, engine: Engine) -> PayloadOut:
+    """The prompt block for the user's next model call: summaries plus today's turns, within budget."""
+    return out(PayloadOut, engine.assemble_context(body.user_id, **given(max_tokens=body.max_tokens)))
+
+
+@router.post("/index/status")
+def index_status(body: UserRequest, engine: Engine) -> IndexStatusOut:
+    """What the user's indexes hold and how many messages still wait for vectors."""
+    engine.users(body.user_id)  # unknown user -> 404 (index_status alone answers with an empty shard)
+    return out(IndexStatusOut, engine.index_status(body.user_id))
+
+
+@router.post("/index")
+def run_index(body: UserRequest, engine: Engine) -> list[IndexReportOut]:
+    """Incremental index: embed the user's messages that have no vector yet."""
+    return out(list[IndexReportOut], engine.index(body.user_id))
+
+
+# Errors and guards ------------------------------------------------------------------------------
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ConvsearchError)
+    return error_response(exc.http_status, exc.code, exc.message)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    parts = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in exc.errors()]
+    return error_response(422, "invalid_input", "; ".join(parts) or "invalid request")
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(exc.status_code, HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("http.internal_error path=%s", request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal error (logged on the server); please report it")
+
+
+class BodyLimit:
+    """413 for a body over the limit: by Content-Length up front, else counted as it streams in."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._too_large(scope, receive, send)
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None  # the client went away
+            chunks.append(message.get("body", b""))
+            size, more = size + len(chunks[-1]), message.get("more_body", False)
+            if size > self.max_bytes:
+                return await self._too_large(scope, receive, send)
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"request body is larger than {self.max_bytes} bytes (CONVSEARCH_MAX_BODY_BYTES): send less at once"
+        await error_response(413, "body_too_large", message)(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+class BearerAuth:
+    """Every path but the open ones needs `Authorization: Bearer <token>` (compared in constant time)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.expected = app, token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
+            return await self.app(scope, receive, send)
+        response = error_response(AuthError.http_status, AuthError.code, "missing or wrong bearer token: send "
+                                  "'Authorization: Bearer <CONVSEARCH_API_TOKEN>'", {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+    def _allowed(self, scope: Scope) -> bool:
+        scheme, _, credentials = Headers(scope=scope).get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.expected)
+
+
+# The app ----------------------------------------------------------------------------------------
+def create_app(engine: ConversationEngine) -> FastAPI:
+    """The HTTP app over one engine (the caller owns the engine and closes it)."""
+    token = engine.settings.api_token
+    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip())
+    app.state.engine = engine
+    # Documents the bearer scheme in /openapi.json; BearerAuth does the checking.
+    dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
+    app.include_router(router, dependencies=dependencies)
+    app.include_router(open_router)
+    app.add_exception_handler(ConvsearchError, _engine_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal)
+    app.add_middleware(BodyLimit, max_bytes=engine.settings.max_body_bytes)
+    if token:
+        app.add_middleware(BearerAuth, token=token)  # outermost: no body is read before the token is checked
+    return app

@@ -1,0 +1,149 @@
+"""The MCP server as a client sees it: `convsearch mcp --user alice` in a subprocess, driven over stdio
+by the mcp package's own ClientSession. One session runs every call; the tests read its transcript."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, Tool
+
+from engine.api import ConversationEngine
+from engine.mcp_server import TOOL_NAMES
+from tests.test_http import ALICE, BOB, NOW, messages
+
+REPO = Path(__file__).resolve().parents[1]
+CONVSEARCH = Path(sys.executable).parent / "convsearch"
+READ_ONLY = {"conversation_search", "conversation_get", "get_conversation_context", "get_turns_since",
+             "get_turns_around", "search_session_history", "get_conversation"}
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "search": ("conversation_search", {"query": "which database did we choose?", "explain": True}),
+    "search_bob": ("conversation_search", {"query": "Mochi cat salmon allergy", "kinds": ["message"]}),
+    "get": ("conversation_get", {"message_id": "a3"}),
+    "get_day": ("conversation_get", {"day_segment_id": "alice:continuous:day:2024-03-04"}),
+    "get_bob": ("conversation_get", {"message_id": "b1"}),
+    "context": ("get_conversation_context", {"turns": 4}),
+    "since": ("get_turns_since", {"timestamp": "2024-03-05T00:00:00"}),
+    "around": ("get_turns_around", {"timestamp": "2024-03-04T09:05:00", "count": 2}),
+    "grep": ("search_session_history", {"text": "a-7731"}),
+    "grep_bob": ("search_session_history", {"text": "Mochi"}),
+    "wrong_types": ("conversation_search", {"query": 123, "limit": "lots"}),
+    "too_many": ("conversation_search", {"query": "database", "limit": 500}),
+    "smuggled_user": ("get_turns_since", {"timestamp": "2024-03-04", "user_id": "bob"}),
+    "neither": ("get_conversation", {}),
+    "slice": ("request_context_slice", {"start_seq": 1, "end_seq": 3}),
+    "summarize": ("summarize_message_range", {"start_seq": 1, "end_seq": 5}),
+    "recent": ("get_conversation", {"list_recent": True, "limit": 5}),
+    "conversation": ("get_conversation", {"conversation_id": "alice:continuous:conv:1"}),
+    "end": ("end_conversation", {"reason": "wrapping up"}),
+    "after_errors": ("conversation_search", {"query": "ECONNRESET", "limit": 2}),
+}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Alice's and Bob's messages stored and indexed; the engine is closed before the server starts."""
+    home = tmp_path_factory.mktemp("mcp") / "home"
+    with ConversationEngine(home, clock=lambda: NOW) as engine:
+        for user, zone, rows in (("alice", "Europe/Paris", ALICE), ("bob", "Asia/Tokyo", BOB)):
+            engine.add_user(user, zone)
+            engine.ingest(user, messages(rows), index=False)
+        engine.index()
+    return home
+
+
+async def _session(home: Path, errlog: Any) -> dict[str, Any]:
+    server = StdioServerParameters(command=str(CONVSEARCH), args=["--home", str(home), "mcp", "--user", "alice"],
+                                   env={"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}, cwd=REPO)
+    transcript: dict[str, Any] = {}
+    async with stdio_client(server, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        transcript["init"] = await session.initialize()
+        transcript["tools"] = {tool.name: tool for tool in (await session.list_tools()).tools}
+        for key, (name, arguments) in CALLS.items():
+            transcript[key] = await session.call_tool(name, arguments)
+    return transcript
+
+
+@pytest.fixture(scope="module")
+def transcript(home: Path) -> dict[str, Any]:
+    with open(home.parent / "mcp.stderr", "w") as errlog:
+        return anyio.run(_session, home, errlog)
+
+
+def data(result: CallToolResult) -> Any:
+    assert not result.is_error, result.content
+    structured = result.structured_content
+    assert structured is not None
+    return structured.get("result", structured)  # lists and unions come wrapped as {"result": ...}
+
+
+def failure(result: CallToolResult) -> str:
+    assert result.is_error, result
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_tools_have_schemas_descriptions_and_hints(transcript: dict[str, Any]) -> None:
+    tools: dict[str, Tool] = transcript["tools"]
+    assert set(tools) == set(TOOL_NAMES)
+    assert "alice" in (transcript["init"].instructions or "")
+    for name, tool in tools.items():
+        assert len(tool.description or "") > 120 and "Use" in (tool.description or ""), name
+        properties = tool.input_schema["properties"]
+        assert "user_id" not in properties, f"{name} must not take a user"
+        assert all(spec.get("description") for spec in properties.values()), name
+        assert tool.output_schema is not None, name
+        assert tool.annotations is not None and tool.annotations.read_only_hint is (name in READ_ONLY), name
+    assert tools["conversation_search"].input_schema["required"] == ["query"]
+
+
+def test_search_returns_structured_cited_hits(transcript: dict[str, Any]) -> None:
+    found = data(transcript["search"])
+    assert found["mode"] == "hybrid" and found["results"][0]["parts"] is not None
+    assert any(hit["message_id"] in {"a1", "a2", "a3"} for hit in found["results"])
+    later = data(transcript["after_errors"])
+    assert {"a5", "a6"} & {hit["message_id"] for hit in later["results"]}
+
+
+def test_get_and_navigation_tools(transcript: dict[str, Any]) -> None:
+    assert data(transcript["get"])["content"].startswith("Decision")
+    assert data(transcript["get_day"])["message_ids"] == ["a1", "a2", "a3", "a4"]
+    assert [m["message_id"] for m in data(transcript["context"])["turns"]][-1] == "a6"
+    assert [m["message_id"] for m in data(transcript["since"])["messages"]] == ["a5", "a6"]
+    assert [m["message_id"] for m in data(transcript["around"])["messages"]] == ["a2", "a3"]
+    assert [g["message"]["message_id"] for g in data(transcript["grep"])] == ["a3"]
+
+
+def test_writing_and_conversation_tools(transcript: dict[str, Any]) -> None:
+    assert data(transcript["slice"])["end_seq"] == 3
+    assert data(transcript["summarize"])["kind"] == "range"
+    recent = data(transcript["recent"])
+    assert [c["conversation_id"] for c in recent][-1] == "alice:continuous:conv:1"
+    assert data(transcript["conversation"])["messages"][0]["message_id"] == "a1"
+    assert data(transcript["end"])["summary"]["kind"] == "conversation"
+
+
+def test_bad_calls_are_tool_errors_not_crashes(transcript: dict[str, Any]) -> None:
+    wrong = failure(transcript["wrong_types"])
+    assert "query" in wrong and "limit" in wrong
+    assert "invalid_input" in failure(transcript["too_many"])
+    assert "conversation_id" in failure(transcript["neither"])
+    assert not transcript["after_errors"].is_error  # the server lived through them
+
+
+def test_another_users_history_is_unreachable(transcript: dict[str, Any]) -> None:
+    found = data(transcript["search_bob"])
+    assert all(not (hit["message_id"] or "").startswith("b") for hit in found["results"])
+    assert all("Mochi" not in hit["snippet"] for hit in found["results"])
+    assert data(transcript["grep_bob"]) == []
+    assert "unknown_message" in failure(transcript["get_bob"])
+    smuggled = data(transcript["smuggled_user"])  # the SDK ignores unknown arguments: still alice's turns
+    assert [m["message_id"] for m in smuggled["messages"]] == [row[0] for row in ALICE]
+
+
+def test_logs_go_to_stderr_only(transcript: dict[str, Any], home: Path) -> None:
+    log = (home.parent / "mcp.stderr").read_text()
+    assert '"jsonrpc"' not in log
