@@ -10,16 +10,28 @@ SNIPPET_CHARS = 240
 
 
 def best_line(line_tokens: Sequence[frozenset[str]], allowed: Sequence[bool], query_tokens: Sequence[str],
-              weight: Callable[[str], float]) -> int | None:
-    """Index of the allowed line sharing the most query weight (idf); ties go to the richer line.
+              weight: Callable[[str], float], similarities: Sequence[float] | None = None, *,
+              vector_weight: float = 0.7, lexical_weight: float = 0.3) -> int | None:
+    """Index of the allowed line that best matches the query, or None when no line is allowed.
 
-    None when no line is allowed (a filter excluded every message of the window).
+    A line scores like a search hit: `vector_weight` x its own cosine with the query plus
+    `lexical_weight` x the query weight (idf) it shares, relative to the best line of the window.
+    Without similarities (lexical mode) the shared weight decides; ties go to the richer line.
     """
     wanted = set(query_tokens)
     candidates = [i for i, ok in enumerate(allowed) if ok]
     if not candidates:
         return None
-    return max(candidates, key=lambda i: (sum(weight(t) for t in wanted & line_tokens[i]), len(line_tokens[i]), -i))
+    shared = {i: sum(weight(t) for t in wanted & line_tokens[i]) for i in candidates}
+    top = max(shared.values()) or 1.0
+
+    def score(i: int) -> tuple[float, int, int]:
+        lexical = shared[i] / top
+        cosine = similarities[i] if similarities is not None else float("nan")
+        blended = lexical if cosine != cosine else vector_weight * max(cosine, 0.0) + lexical_weight * lexical
+        return (blended, len(line_tokens[i]), -i)
+
+    return max(candidates, key=score)
 
 
 def make_snippet(text: str, query_terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:

@@ -105,7 +105,8 @@ class Searcher:
                 return []
             parts = self._fuse(raw, matched, cosine, q)
             order = np.argsort([-p.fused for p in parts], kind="stable")[: 3 * limit + 10]
-            cited = [c for i in order if (c := _cite(shard, int(labels[i]), parts[i], q, intervals)) is not None]
+            weights = (self.settings.vector_weight, self.settings.lexical_weight)
+            cited = [c for i in order if (c := _cite(shard, int(labels[i]), parts[i], q, intervals, weights)) is not None]
         cited = dedupe_best(cited, key=lambda c: c.message_id, score=lambda c: c.parts.fused)
         cited.sort(key=lambda c: -c.parts.fused)
         cited = cited[: limit + 10]  # the penalty may reorder these; nothing further down can overtake
@@ -170,13 +171,16 @@ class _Cited:
     parts: ScoreParts
 
 
-def _cite(shard: Shard, label: int, parts: ScoreParts, q: _Query, intervals) -> _Cited | None:
+def _cite(shard: Shard, label: int, parts: ScoreParts, q: _Query, intervals,
+          weights: tuple[float, float]) -> _Cited | None:
     """The window's best message for the query, among those the filters allow."""
     chunk = shard.chunks[label]
     span = intervals.get(chunk.thread_id) if intervals is not None else None
     allowed = [span is None or span[0] <= seq <= span[1] for seq in chunk.message_seqs]
+    similarities = shard.message_vectors.similarities(chunk.message_ids, q.vector) if q.vector is not None else None
     # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-    index = best_line(shard.line_tokens(label), allowed, q.tokens, lambda t: max(shard.bm25.max_score([t]), 0.0) + 0.01)
+    index = best_line(shard.line_tokens(label), allowed, q.tokens, lambda t: max(shard.bm25.max_score([t]), 0.0) + 0.01,
+                      similarities, vector_weight=weights[0], lexical_weight=weights[1])
     return None if index is None else _Cited(chunk.message_ids[index], chunk, parts)
 
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -165,10 +166,31 @@ class IndexPipeline:
             with shard.lock:
                 live = np.array([int(x) in shard.chunks for x in part], dtype=bool)
                 shard.set_vectors(part[live], vectors[live])
-            reused, computed = reused + hits, computed + len(part) - hits
+            message_hits, message_computed = self._embed_messages(user_id, shard, chunks, vectors)
+            reused, computed = reused + hits + message_hits, computed + len(part) - hits + message_computed
             if progress:
                 progress(min(start + batch, len(labels)), len(labels))
         return reused, computed
+
+    def _embed_messages(self, user_id: str, shard: Shard, chunks: Sequence[Chunk], window_vectors: np.ndarray) -> tuple[int, int]:
+        """Each message of these windows gets its own vector (a one-message window lends its own)."""
+        own: dict[str, np.ndarray] = {}
+        lines: dict[str, str] = {}
+        for chunk, vector in zip(chunks, window_vectors):
+            if len(chunk.message_ids) == 1:
+                own.setdefault(chunk.message_ids[0], vector)
+                continue
+            for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
+                if message_id not in shard.message_vectors:
+                    lines.setdefault(message_id, line)
+        lines = {m: t for m, t in lines.items() if m not in own}
+        ids = sorted(lines)
+        hashes = [hashlib.sha256(lines[m].encode("utf-8")).hexdigest() for m in ids]
+        vectors, hits = self.cached_vectors(user_id, hashes, [lines[m] for m in ids])
+        with shard.lock:
+            shard.message_vectors.put(list(own), np.array(list(own.values())) if own else np.zeros((0, 1)))
+            shard.message_vectors.put(ids, vectors)
+        return hits, len(ids) - hits
 
     def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str]) -> tuple[np.ndarray, int]:
         """Vectors of texts keyed by content hash, from the cache where it has them; (vectors, hits)."""
@@ -222,6 +244,8 @@ class IndexPipeline:
             lo = min(shard.chunks[label].from_seq for label in doomed)
             hi = max(shard.chunks[label].to_seq for label in doomed)
             hashes = [shard.chunks[label].content_hash for label in doomed]
+            shard.message_vectors.forget(m for label in doomed for m, q in
+                                         zip(shard.chunks[label].message_ids, shard.chunks[label].message_seqs) if q in seqs)
             shard.remove(doomed)
             if self.cache is not None:
                 self.cache.forget(user_id, hashes)

@@ -30,6 +30,7 @@ from indexers.chunking import Chunk
 from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
+from indexers.message_vectors import MessageVectors
 
 __all__ = ["Shard", "shard_dir", "current_version_dir"]
 
@@ -58,13 +59,15 @@ class Shard:
     """In-memory indexes of one user; `lock` serialises writers against readers."""
 
     def __init__(self, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index,
-                 hnsw: HnswIndex | None, chunks: dict[int, Chunk], has_vector: set[int]) -> None:
+                 hnsw: HnswIndex | None, chunks: dict[int, Chunk], has_vector: set[int],
+                 message_vectors: MessageVectors | None = None) -> None:
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.bm25 = bm25
         self.hnsw = hnsw
         self.chunks = chunks
         self.has_vector = has_vector
+        self.message_vectors = message_vectors or MessageVectors(manifest.spec.dim)
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._pending: int | None = None
@@ -172,6 +175,7 @@ class Shard:
             self.bm25.save(staging / "bm25")
             if self.hnsw is not None:
                 self.hnsw.save(staging / "hnsw")
+                self.message_vectors.save(staging / "message_vectors")
             pq.write_table(self._chunk_table(), staging / "chunks.parquet")
             self.manifest.save(staging / "manifest.json")
             _fsync_tree(staging)
@@ -210,12 +214,13 @@ class Shard:
             )
         manifest = Manifest.load(version / "manifest.json")
         chunks, has_vector = _read_chunks(version / "chunks.parquet", user_id)
-        hnsw = None
+        hnsw, message_vectors = None, None
         if with_vectors and manifest.spec.model is not None:
             hnsw = HnswIndex.load(version / "hnsw", ef=ef)
+            message_vectors = MessageVectors.load(version / "message_vectors", manifest.spec.dim)
         elif not with_vectors:
             has_vector = set()
-        return cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector)
+        return cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector, message_vectors)
 
     @classmethod
     def empty(cls, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index, hnsw_params: HnswParams | None) -> "Shard":

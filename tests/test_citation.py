@@ -1,0 +1,61 @@
+"""Citing the best message of a window, and message vectors on disk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.citation import best_line, make_snippet
+from engine.errors import IndexStateError
+from indexers.message_vectors import MessageVectors
+
+LINES = (frozenset({"postgres", "decid"}), frozenset({"cat", "sleep"}), frozenset({"order", "7731"}))
+
+
+def weight(token: str) -> float:
+    return 1.0
+
+
+def test_lexical_citation_picks_the_line_sharing_most_query_weight():
+    assert best_line(LINES, [True] * 3, ["order", "7731"], weight) == 2
+
+
+def test_vector_citation_picks_the_closest_line_when_words_do_not_match():
+    assert best_line(LINES, [True] * 3, ["pets"], weight, similarities=[0.1, 0.6, 0.2]) == 1
+
+
+def test_shared_words_and_meaning_are_blended():
+    # line 0 shares the query's word, line 1 is slightly closer in meaning: the word wins at 0.3 weight
+    assert best_line(LINES, [True] * 3, ["postgres"], weight, similarities=[0.50, 0.55, 0.1]) == 0
+
+
+def test_filtered_lines_are_never_cited():
+    assert best_line(LINES, [False, True, False], ["order"], weight) == 1
+    assert best_line(LINES, [False] * 3, ["order"], weight) is None
+
+
+def test_snippet_centres_on_the_match():
+    text = "x " * 300 + "ECONNRESET from the proxy " + "y " * 300
+    snippet = make_snippet(text, ["econnreset"])
+    assert "ECONNRESET" in snippet and snippet.startswith("…") and snippet.endswith("…")
+
+
+def test_message_vectors_round_trip_and_forget(tmp_path):
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(3, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = MessageVectors(8)
+    store.put(["a", "b", "c"], vectors)
+    store.forget(["b"])
+    store.save(tmp_path / "mv")
+    loaded = MessageVectors.load(tmp_path / "mv", 8)
+    sims = loaded.similarities(["a", "b", "c"], vectors[0])
+    assert sims[0] == pytest.approx(1.0, abs=2e-3) and np.isnan(sims[1]) and "b" not in loaded
+
+
+def test_unreadable_message_vectors_are_reported(tmp_path):
+    (tmp_path / "mv").mkdir()
+    (tmp_path / "mv" / "ids.json").write_text("[\"a\"]")
+    np.save(tmp_path / "mv" / "vectors.npy", np.zeros((2, 8), dtype=np.float16))
+    with pytest.raises(IndexStateError, match="reindex"):
+        MessageVectors.load(tmp_path / "mv", 8)
