@@ -1,0 +1,116 @@
+"""Smoke runs of the LoCoMo harness on a tiny LoCoMo-format file built here (no shared data)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.cli import eval_commands
+from engine.evaluation.locomo import RunConfig, open_corpus, run
+
+SESSION_1 = [
+    ("Ana", "I adopted a grey kitten named Pixel last weekend."),
+    ("Ben", "Congrats! How is Pixel settling in?"),
+    ("Ana", "She sleeps on my keyboard all day."),
+    ("Ben", "My sister is moving to Lisbon in spring."),
+]
+SESSION_2 = [
+    ("Ana", "I started pottery classes on Tuesdays."),
+    ("Ben", "Nice, I am training for the Berlin marathon."),
+    ("Ana", "My first bowl came out lopsided but I love it."),
+]
+QA = [
+    {"question": "What is the name of Ana's kitten?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
+    {"question": "Where is Ben's sister moving?", "answer": "Lisbon", "evidence": ["D1:04"], "category": 2},
+    {"question": "What hobbies did Ana pick up?", "answer": "pottery", "evidence": ["D2:1; D2:3"], "category": 1},
+    {"question": "Which marathon is Ben training for?", "answer": "Berlin", "evidence": ["D:2:2"], "category": 3},
+    {"question": "What did Ben name his kitten?", "adversarial_answer": "Pixel", "evidence": ["D1:1"],
+     "category": 5},
+    {"question": "What colour is the bowl?", "answer": "unknown", "evidence": ["D9:9"], "category": 4},
+    {"question": "Who likes jazz?", "answer": "nobody", "evidence": [], "category": 3},
+]
+
+
+def _turns(number: int, lines: list[tuple[str, str]]) -> list[dict]:
+    return [{"speaker": s, "dia_id": f"D{number}:{i}", "text": t} for i, (s, t) in enumerate(lines, start=1)]
+
+
+@pytest.fixture
+def tiny_locomo(tmp_path: Path) -> Path:
+    sample = {
+        "sample_id": "conv-t1",
+        "conversation": {
+            "speaker_a": "Ana", "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": _turns(1, SESSION_1),
+            "session_2_date_time": "10:00 am on 20 May, 2023", "session_2": _turns(2, SESSION_2),
+        },
+        "session_summary": {"session_1_summary": "Ana adopted a kitten, Pixel; Ben's sister moves to Lisbon.",
+                            "session_2_summary": "Ana took up pottery; Ben trains for the Berlin marathon."},
+        "qa": QA,
+    }
+    path = tmp_path / "tiny_locomo.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    return path
+
+
+def _in_unit_range(group: dict) -> bool:
+    values = [v for level in ("turn", "window", "session") for v in group[level].values()]
+    return bool(values) and all(0.0 <= v <= 1.0 for v in values)
+
+
+def test_cli_json_last_line(tiny_locomo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    eval_commands.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["eval", "locomo", "--data", str(tiny_locomo), "--mode", "lexical", "--k", "1,3",
+                              "--json"])
+    args.handler(args)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("LoCoMo retrieval: lexical")
+    result = json.loads(out[-1])
+    groups = result["groups"]
+    assert groups["overall"]["questions"] == 4 and groups["adversarial"]["questions"] == 1
+    assert set(groups["overall"]) == {"questions", "turn", "window", "session"}
+    assert {"recall_any@3", "recall_all@1", "recall_frac@3", "ndcg@3", "mrr"} <= set(groups["overall"]["turn"])
+    assert all(_in_unit_range(groups[g]) for g in ("overall", "single-hop", "temporal", "adversarial"))
+    assert result["latency_ms"]["searches"] == 5 and result["latency_ms"]["p99"] >= result["latency_ms"]["p50"]
+    evidence = result["corpus"]["evidence"]
+    assert (evidence["malformed"], evidence["not_in_conversation"], evidence["questions_without_evidence"]) == (3, 1, 2)
+    assert any("'D:2:2' to 'D2:2'" in note for note in evidence["notes"])
+
+
+def test_easy_questions_are_found(tiny_locomo: Path) -> None:
+    with open_corpus(tiny_locomo, embedder=None) as corpus:
+        result = run(corpus, RunConfig(mode="lexical", summaries=False, ks=(1, 3)))
+    # "kitten ... name" and "sister ... moving" share rare words with exactly one turn each
+    assert result.groups["single-hop"]["turn"]["recall_any@3"] == 1.0
+    assert result.groups["temporal"]["turn"]["mrr"] == 1.0
+    assert result.modes_used == {"lexical": 5}
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words embedder: vectors without loading a model."""
+
+    name, dim, max_tokens = "test-hash-384", 384, 256  # the HNSW index is built 384 wide
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+
+def test_hybrid_run_with_summaries_and_limited_questions(tiny_locomo: Path) -> None:
+    with open_corpus(tiny_locomo, embedder=HashEmbedder(), max_questions=3) as corpus:
+        assert len(corpus.items) == 3 and corpus.embedder == "test-hash-384"
+        result = run(corpus, RunConfig(mode="hybrid", fusion="rrf", ks=(2, 5)))
+    assert result.modes_used == {"hybrid": 3}
+    assert result.groups["overall"]["questions"] == 3 and result.groups["adversarial"] == {"questions": 0}
+    assert _in_unit_range(result.groups["overall"])
+    assert result.groups["overall"]["session"]["recall_any@5"] == 1.0  # two sessions, five slots
