@@ -66,7 +66,9 @@ def texts(convs: list[Conversation]) -> dict[str, list[str]]:
     """All turns, windows of WINDOW_TURNS consecutive turns (per conversation), all questions."""
     return {
         "turns": [t for c in convs for t in c.turns],
-        "windows": [" ".join(c.turns[i : i + WINDOW_TURNS]) for c in convs for i in range(0, len(c.turns), WINDOW_TURNS)],
+        "windows": [
+            " ".join(c.turns[i : i + WINDOW_TURNS]) for c in convs for i in range(0, len(c.turns), WINDOW_TURNS)
+        ],
         "questions": [q for c in convs for q in c.questions],
     }
 
@@ -89,7 +91,8 @@ def worker(backend: str, locomo: Path, n_queries: int, threads: int | None, out:
     data = texts(load_locomo(locomo))
     questions = data["questions"]
     embedder.embed(questions[:5])  # warm-up: first calls allocate
-    result["query_p50_ms"] = 1000 * statistics.median(timed(lambda q=q: embedder.embed([q])) for q in questions[:n_queries])
+    latencies = [timed(lambda q=q: embedder.embed([q])) for q in questions[:n_queries]]
+    result["query_p50_ms"] = 1000 * statistics.median(latencies)
     if out is None:
         return result
     for part, sample in (("turns", data["turns"][:512]), ("windows", data["windows"][:64])):
@@ -101,7 +104,8 @@ def worker(backend: str, locomo: Path, n_queries: int, threads: int | None, out:
 
 
 def measure(backend: str, args: argparse.Namespace, threads: int | None, out: Path | None) -> dict[str, float]:
-    command = [sys.executable, __file__, "--worker", backend, "--locomo", str(args.locomo), "--queries", str(args.queries)]
+    command = [sys.executable, __file__, "--worker", backend, "--locomo", str(args.locomo)]
+    command += ["--queries", str(args.queries)]
     command += ["--worker-threads", str(threads)] if threads else []
     command += ["--out", str(out)] if out else []
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)

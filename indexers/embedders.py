@@ -215,7 +215,8 @@ def _onnx_io(session: Any) -> tuple[tuple[str, ...], str]:
     """The graph's input names and its token-state output; refuses a graph of another shape."""
     inputs = tuple(i.name for i in session.get_inputs())
     states = [o for o in session.get_outputs() if len(o.shape) == 3]
-    if "input_ids" not in inputs or "attention_mask" not in inputs or not states:
+    known = {"input_ids", "attention_mask", "token_type_ids"}
+    if not {"input_ids", "attention_mask"} <= set(inputs) <= known or not states:
         raise EmbeddingUnavailableError(
             f"the ONNX model has inputs {inputs} and no token-state output: not a MiniLM export"
         )
@@ -238,18 +239,22 @@ def _mean_pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
-def load_embedder(backend: Literal["torch", "onnx", "none"], *, batch_size: int = 32) -> Embedder | None:
+def load_embedder(
+    backend: Literal["torch", "onnx", "none"], *, batch_size: int = 32, num_threads: int | None = None
+) -> Embedder | None:
     """The configured backend, loaded now so a broken install fails at startup, not on a query.
 
     "none" gives None (lexical-only search). Raises EmbeddingUnavailableError saying what to install.
+    `num_threads` (None: the runtime's default): 1 keeps single queries fast on a busy machine,
+    where a second intra-op thread spin-waits for a core another process holds.
     """
     embedder: SentenceTransformerEmbedder | OnnxEmbedder
     if backend == "none":
         return None
     if backend == "torch":
-        embedder = SentenceTransformerEmbedder(batch_size=batch_size)
+        embedder = SentenceTransformerEmbedder(batch_size=batch_size, num_threads=num_threads)
     elif backend == "onnx":
-        embedder = OnnxEmbedder(batch_size=batch_size)
+        embedder = OnnxEmbedder(batch_size=batch_size, num_threads=num_threads)
     else:
         raise InvalidInputError(f"unknown embedding backend {backend!r}: use 'torch', 'onnx' or 'none'")
     embedder.load()

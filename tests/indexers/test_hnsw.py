@@ -110,7 +110,9 @@ def test_allowed_filter_small_is_exact(locomo_index: HnswIndex, locomo_vectors: 
 
 
 @pytest.mark.slow
-def test_allowed_filter_large_uses_graph(locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]) -> None:
+def test_allowed_filter_large_uses_graph(
+    locomo_index: HnswIndex, locomo_vectors: tuple[np.ndarray, np.ndarray]
+) -> None:
     turns, questions = locomo_vectors
     subset = np.arange(0, len(turns), dtype=np.int64)[np.arange(len(turns)) % 10 != 0]  # 90%: above the cut-off
     assert subset.size > EXACT_FILTER_MAX
