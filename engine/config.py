@@ -33,7 +33,9 @@ class Settings(BaseSettings):
 
     # Chunking
     window_tokens: int = Field(
-        160, ge=32, le=254, description="Word pieces per window (MiniLM reads 256 with its 2 special tokens)."
+        96, ge=32, le=254,
+        description="Word pieces per window (MiniLM reads 256 with its 2 special tokens). 96 (~2 turns) "
+        "cites the right turn more often than 160 on LoCoMo dev: docs/benchmarks.md.",
     )
     overlap_messages: int = Field(1, ge=0, le=8, description="Messages shared by consecutive windows.")
     tool_output_cap_tokens: int = Field(

@@ -58,7 +58,7 @@ _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content
 class ChunkParams:
     """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
 
-    window_tokens: int = 160
+    window_tokens: int = 96
     overlap_messages: int = 1
     tool_output_cap_tokens: int = 96
 

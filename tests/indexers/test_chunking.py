@@ -220,7 +220,7 @@ def test_short_tool_output_is_unchanged_and_capping_applies_to_tools_only() -> N
     assert cap_tool_output("exit code 0", 96, counter()) == "exit code 0"
     long_text = words(400)
     chunks = chunk_thread([msg(1, long_text, "tool", tools=("shell",)), msg(2, long_text, "assistant")],
-                          ChunkParams(), counter())
+                          ChunkParams(window_tokens=160), counter())
     tool_chunks = [c for c in chunks if c.message_ids == ("m1",)]
     assert len(tool_chunks) == 1 and tool_chunks[0].text.startswith("Tool: shell: w0 apple")
     assert "tokens of tool output omitted" in tool_chunks[0].text
@@ -230,7 +230,7 @@ def test_short_tool_output_is_unchanged_and_capping_applies_to_tools_only() -> N
 
 def test_a_one_megabyte_message_is_split_into_pieces_that_all_point_to_it() -> None:
     content = words(80_000)[:1_000_000]
-    chunks = chunk_thread([msg(1, "before"), msg(2, content, "assistant"), msg(3, "after")], ChunkParams(), counter())
+    chunks = chunk_thread([msg(1, "before"), msg(2, content, "assistant"), msg(3, "after")], ChunkParams(window_tokens=160), counter())
     pieces = [c for c in chunks if c.message_ids == ("m2",)]
     assert [c.part for c in pieces] == list(range(len(pieces))) and len(pieces) > 1000
     assert all(c.from_seq == c.to_seq == 2 and c.message_seqs == (2,) for c in pieces)
@@ -251,7 +251,7 @@ def test_overlap_shrinks_rather_than_repeat_a_window() -> None:
     sizes = [counter().count(render_line(msg(1, words(n)))) for n in (20, 30, 45)]
     assert sizes[0] + sizes[1] <= 160 < sizes[1] + sizes[2]  # 2 cannot share a window with 3
     messages = [msg(seq, words(n)) for seq, n in ((1, 20), (2, 30), (3, 45))]
-    chunks = chunk_thread(messages, ChunkParams(overlap_messages=1), counter())
+    chunks = chunk_thread(messages, ChunkParams(window_tokens=160, overlap_messages=1), counter())
     assert [c.message_seqs for c in chunks] == [(1, 2), (3,)]
 
 
@@ -269,7 +269,7 @@ def test_zero_overlap_windows_tile_the_thread() -> None:
 
 def test_a_window_ending_before_an_oversize_message_does_not_repeat() -> None:
     messages = [msg(1, words(20)), msg(2, words(20)), msg(3, words(200)), msg(4, "tail")]
-    chunks = chunk_thread(messages, ChunkParams(), counter())
+    chunks = chunk_thread(messages, ChunkParams(window_tokens=160), counter())
     assert chunks[0].message_seqs == (1, 2)
     assert {c.message_seqs for c in chunks[1:-1]} == {(3,)} and chunks[-1].message_seqs == (4,)
 
@@ -292,8 +292,8 @@ def test_budget_holds_even_when_line_counts_do_not_add_up() -> None:
 
 
 def test_notes_only_and_empty_threads_give_no_chunks() -> None:
-    assert chunk_thread([], ChunkParams(), counter()) == []
-    assert chunk_thread([msg(1, "day summary updated", "system", kind="note")], ChunkParams(), counter()) == []
+    assert chunk_thread([], ChunkParams(window_tokens=160), counter()) == []
+    assert chunk_thread([msg(1, "day summary updated", "system", kind="note")], ChunkParams(window_tokens=160), counter()) == []
 
 
 def test_render_line_names_the_speaker() -> None:
@@ -304,9 +304,9 @@ def test_render_line_names_the_speaker() -> None:
 
 
 def test_ids_change_with_content_and_position() -> None:
-    base = chunk_thread([msg(1, "a"), msg(2, "b")], ChunkParams(), counter())[0]
-    edited = chunk_thread([msg(1, "a"), msg(2, "c")], ChunkParams(), counter())[0]
-    shifted = chunk_thread([msg(2, "a"), msg(3, "b")], ChunkParams(), counter())[0]
+    base = chunk_thread([msg(1, "a"), msg(2, "b")], ChunkParams(window_tokens=160), counter())[0]
+    edited = chunk_thread([msg(1, "a"), msg(2, "c")], ChunkParams(window_tokens=160), counter())[0]
+    shifted = chunk_thread([msg(2, "a"), msg(3, "b")], ChunkParams(window_tokens=160), counter())[0]
     assert len({base.chunk_id, edited.chunk_id, shifted.chunk_id}) == 3
     assert base.content_hash == shifted.content_hash != edited.content_hash
 
@@ -318,7 +318,7 @@ def test_ids_change_with_content_and_position() -> None:
 ])
 def test_bad_input_is_refused(messages: list[Message]) -> None:
     with pytest.raises(InvalidInputError):
-        chunk_thread(messages, ChunkParams(), counter())
+        chunk_thread(messages, ChunkParams(window_tokens=160), counter())
 
 
 @pytest.mark.parametrize("kwargs", [{"window_tokens": MAX_WINDOW_TOKENS + 1}, {"window_tokens": 0},
