@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 import duckdb
 import pyarrow as pa
 
-from engine.errors import ConvsearchError, StoreLockedError
+from engine.errors import ConvsearchError, InvalidInputError, StoreLockedError
 
 __all__ = ["Database", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -58,6 +58,22 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# What DuckDB raises for a parameter it cannot bind (a number or list where an id belongs, a lone
+# surrogate, an arbitrary object): the caller's value, not the SQL, so it is the caller's error.
+_VALUE_ERRORS = (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.NotImplementedException)
+
+
+@contextmanager
+def _values_checked() -> Iterator[None]:
+    try:
+        yield
+    except _VALUE_ERRORS as exc:
+        reason = str(exc).splitlines()[0][:200]
+        raise InvalidInputError(
+            f"a value does not fit its field ({reason}): ids, names and text must be strings, seqs and limits integers"
+        ) from None
 
 
 class Database:
@@ -109,11 +125,11 @@ class Database:
                 self._depth = 0
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
-        with self._lock:
+        with self._lock, _values_checked():
             return self._con.execute(sql, params or []).fetchall()
 
     def fetch_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
-        with self._lock:
+        with self._lock, _values_checked():
             return self._con.sql(sql, params=list(params or [])).to_arrow_table()
 
     def insert_arrow(self, table_name: str, batch: pa.Table) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
+from engine.errors import InvalidInputError
 from engine.models import Message
 from engine.store import Store
 from engine.summary_index import SummaryIndex, summary_text
@@ -26,6 +27,9 @@ class Deleter:
 
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
+        if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, (list, tuple, set, frozenset)) \
+                or not all(isinstance(m, str) for m in message_ids):
+            raise InvalidInputError("message_ids must be a list of message id strings")
         messages = self.store.messages_by_ids(list(message_ids), user_id=user_id)
         by_thread: dict[str, list[Message]] = {}
         for m in messages:

@@ -179,6 +179,10 @@ def _conversation_state(timeline: Timeline, thread_id: str) -> _ConversationStat
 def _validated(message: NewMessage, index: int) -> NewMessage:
     if not isinstance(message, NewMessage):
         raise InvalidInputError(f"message {index}: expected a NewMessage, got {type(message).__name__}")
+    if message.created_at is not None and not isinstance(message.created_at, datetime):
+        raise InvalidInputError(f"message {index}: created_at must be a datetime, got {type(message.created_at).__name__}")
+    if message.kind not in ("turn", "note"):
+        raise InvalidInputError(f"message {index}: kind {message.kind!r} is not 'turn' or 'note'")
     if message.role not in ROLES:
         raise InvalidInputError(f"message {index}: role {message.role!r} is not one of {', '.join(ROLES)}")
     if not isinstance(message.content, str):

@@ -68,6 +68,8 @@ class Store:
         return self.get_user(user_id)
 
     def get_user(self, user_id: str) -> User:
+        if not isinstance(user_id, str):
+            raise InvalidInputError(f"user_id must be a string, got {type(user_id).__name__}")
         if user_id in self._users:
             return self._users[user_id]
         rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
@@ -131,18 +133,24 @@ class Store:
     def insert_messages(self, messages: Sequence[Message]) -> None:
         """Append a batch in one Arrow insert (callers hold the transaction)."""
         columns = {name: [] for name in _MESSAGE_SCHEMA.names}
-        for m in messages:
-            for name, value in (
-                ("message_id", m.message_id), ("thread_id", m.thread_id), ("user_id", m.user_id),
-                ("seq", m.seq), ("role", m.role), ("content", m.content),
-                ("created_at", naive_utc(m.created_at)), ("day_label", m.day_label),
-                ("conversation_id", m.conversation_id), ("speaker", m.speaker),
-                ("tools_used", list(m.tools_used)),
-                ("metadata", json.dumps(dict(m.metadata), ensure_ascii=False, default=str) if m.metadata else None),
-                ("external_id", m.external_id), ("kind", m.kind),
-            ):
-                columns[name].append(value)
-        self.db.insert_arrow("messages", pa.table(columns, schema=_MESSAGE_SCHEMA))
+        try:
+            for m in messages:
+                for name, value in (
+                    ("message_id", m.message_id), ("thread_id", m.thread_id), ("user_id", m.user_id),
+                    ("seq", m.seq), ("role", m.role), ("content", m.content),
+                    ("created_at", naive_utc(m.created_at)), ("day_label", m.day_label),
+                    ("conversation_id", m.conversation_id), ("speaker", m.speaker),
+                    ("tools_used", list(m.tools_used)),
+                    ("metadata", json.dumps(dict(m.metadata), ensure_ascii=False, default=str) if m.metadata else None),
+                    ("external_id", m.external_id), ("kind", m.kind),
+                ):
+                    columns[name].append(value)
+            table = pa.table(columns, schema=_MESSAGE_SCHEMA)
+        except (TypeError, ValueError, pa.ArrowException) as exc:  # UnicodeEncodeError is a ValueError
+            # a field of the wrong type (a number as speaker) or text that is not Unicode (a lone surrogate)
+            raise InvalidInputError(f"a message field cannot be stored ({str(exc)[:200]}): fields must be strings "
+                                    "of valid Unicode, tools_used a list of names, metadata an object") from None
+        self.db.insert_arrow("messages", table)
 
     def get_message(self, message_id: str, *, user_id: str | None = None) -> Message:
         rows = self.db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ?", [message_id])

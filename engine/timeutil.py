@@ -42,18 +42,14 @@ def to_utc(value: datetime, tz: ZoneInfo | None = None) -> datetime:
     """An aware UTC datetime; a naive one is read in `tz` (UTC when None)."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=tz or timezone.utc)
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # datetime.max at -12:00 has no UTC form (a datetime handed in by a Python caller)
+        raise InvalidTimestampError(f"timestamp {value.isoformat()} is out of range; accepted: {ACCEPTED_FORMS}") from None
 
 
 def parse_timestamp(value: str | datetime | date, tz: ZoneInfo | None = None) -> datetime:
     """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`."""
-    try:
-        return _parse(value, tz)
-    except OverflowError:  # a time at the edge of the calendar cannot move to UTC
-        raise InvalidTimestampError(f"timestamp {value!r} is out of range; accepted: {ACCEPTED_FORMS}") from None
-
-
-def _parse(value: str | datetime | date, tz: ZoneInfo | None) -> datetime:
     if isinstance(value, datetime):
         return to_utc(value, tz)
     if isinstance(value, date):

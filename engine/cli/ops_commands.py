@@ -1,0 +1,69 @@
+"""Operations commands: `convsearch doctor [--repair]` and `convsearch delete`.
+
+Both open the engine WITH its embedder: a deletion must forget cached vectors and rewrite the
+vector index, and the doctor checks shards against the configured model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.cli.common import open_engine
+from engine.cli.output import emit
+from engine.doctor import diagnose, repair
+from engine.errors import ConvsearchError
+
+__all__ = ["register", "doctor", "delete"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check the store and every index; --repair fixes what is derived",
+                       description="Check the store and every user's index; exits 2 when problems remain.")
+    p.add_argument("--repair", action="store_true", help="rebuild broken indexes and clean crash leftovers")
+    p.set_defaults(handler=doctor)
+
+    p = sub.add_parser("delete", help="delete messages, a conversation or a user everywhere (store, indexes, cache)")
+    p.add_argument("--user", required=True, help="the user whose data to delete")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--message", nargs="+", metavar="ID", help="message ids (another user's ids are ignored)")
+    which.add_argument("--conversation", metavar="ID", help="a conversation id")
+    which.add_argument("--all-of-user", action="store_true", help="the user and everything derived from it")
+    p.set_defaults(handler=delete)
+
+
+def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Print the report (and what was repaired); problems left over exit 2 with one line on stderr."""
+    with open_engine(args) as engine:
+        report = diagnose(engine)
+        if not args.repair:
+            result: dict[str, Any] = {"ok": report.ok, "report": report}
+            remaining = report
+        else:
+            repaired = repair(engine, report)
+            remaining = repaired.remaining
+            result = {"ok": remaining.ok, "before": report, "repaired": repaired}
+    if remaining.ok:
+        return result
+    emit(result, args.format)  # the report still goes to stdout; the exit code says it is not clean
+    sys.stdout.flush()
+    codes = ", ".join(sorted(remaining.codes()))
+    hint = "" if args.repair else "; run `convsearch doctor --repair`"
+    raise ConvsearchError(f"doctor found {len(remaining.findings)} problem(s) ({codes}){hint}")
+
+
+def delete(args: argparse.Namespace) -> dict[str, Any]:
+    with open_engine(args) as engine:
+        if args.all_of_user:
+            count = engine.delete_user(args.user)
+            return {"user_id": args.user, "deleted": "user", "messages_deleted": count}
+        if args.conversation:
+            count = engine.delete_conversation(args.user, args.conversation)
+            return {"user_id": args.user, "deleted": "conversation", "conversation_id": args.conversation,
+                    "messages_deleted": count}
+        engine.store.get_user(args.user)  # an unknown user is an error, not "0 deleted"
+        found = {m.message_id for m in engine.store.messages_by_ids(args.message, user_id=args.user)}
+        count = engine.delete_messages(args.user, args.message)
+        return {"user_id": args.user, "deleted": "messages", "message_ids": sorted(found),
+                "not_found": sorted(set(args.message) - found), "messages_deleted": count}

@@ -1,0 +1,206 @@
+"""One engine, many threads: searches and reads from several threads while another thread ingests,
+indexes and reindexes; and a second process that tries to write gets StoreLockedError.
+
+Writer model (docs/reliability.md): one process owns the DuckDB file; inside it the facade's
+`write_lock` serialises writers; readers take only the shard lock and the connection lock.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.api import ConversationEngine
+from engine.doctor import diagnose
+from engine.errors import ConvsearchError
+from tests.test_crash import batch, open_engine
+
+USERS = ("u0", "u1")
+READERS, READS_PER_THREAD, WRITES = 4, 25, 12
+TIME_CAP_S = 60.0
+BATCH = 20
+
+
+def _first_batch(user: str) -> int:
+    return 100 if user == "u0" else 200  # distinct message ids per user
+
+
+def _build(home: Path) -> ConversationEngine:
+    e = open_engine(home)
+    for user in USERS:
+        e.add_user(user)
+        e.ingest(user, batch(_first_batch(user), 60))
+    e.index()
+    return e
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    with _build(tmp_path / "home") as e:
+        yield e
+
+
+class _Progress:
+    """Batches the writer has finished (ingest returned), readable from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done: dict[str, list[int]] = {u: [_first_batch(u)] for u in USERS}
+
+    def add(self, user: str, k: int) -> None:
+        with self.lock:
+            self.done[user].append(k)
+
+    def pick(self, rng: random.Random, user: str) -> int:
+        with self.lock:
+            return rng.choice(self.done[user])
+
+
+def _writer(engine: ConversationEngine, progress: _Progress, stop: threading.Event) -> None:
+    for i in range(WRITES):
+        if stop.is_set():
+            return
+        user = USERS[i % 2]
+        k = _first_batch(user) + 1 + i // 2
+        engine.ingest(user, batch(k, BATCH), index=i % 3 == 0)  # vectors now, or with the next index()
+        progress.add(user, k)
+        if i % 4 == 3:
+            engine.index(user)
+        if i == WRITES // 2:
+            engine.reindex("u0")
+
+
+def _reader(engine: ConversationEngine, progress: _Progress, seed: int, stop: threading.Event) -> int:
+    """Searches for a batch the writer finished: it must be found, and only the user's own messages."""
+    rng, checked = random.Random(seed), 0
+    for _ in range(READS_PER_THREAD):
+        if stop.is_set():
+            break
+        user = rng.choice(USERS)
+        k = progress.pick(rng, user)
+        mode = rng.choice(("hybrid", "lexical", "vector"))
+        response = engine.search(user, f"lastof{k} theme{rng.randrange(31)}", limit=10, mode=mode)
+        ids = [h.message_id for h in response.results if h.kind == "message"]
+        assert all(_owner(i) == user for i in ids), (user, ids)
+        messages = [h for h in response.results if h.kind == "message"]
+        assert [h.score for h in messages] == sorted((h.score for h in messages), reverse=True)
+        if mode == "lexical":  # read-your-writes: a finished ingest is searchable from every thread
+            assert f"b{k:04d}-{BATCH - 1:05d}" in ids or k == _first_batch(user), (k, ids)
+        engine.get(user, message_id=f"b{_first_batch(user):04d}-00003")
+        engine.turns_around(user, "2024-05-01T00:10:00Z", count=6)
+        checked += 1
+    return checked
+
+
+def _owner(message_id: str | None) -> str:
+    k = int(str(message_id)[1:5])
+    return "u0" if k < 200 else "u1"
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_concurrent_searches_while_ingesting_and_indexing(tmp_path: Path, start: str) -> None:
+    """warm: shards already in memory; cold: a restarted engine, so the first searches race to load them."""
+    _build(tmp_path / "home").close()
+    with open_engine(tmp_path / "home") as engine:
+        if start == "warm":
+            for user in USERS:
+                engine.pipeline.shard(user)
+        _run_threads(engine)
+
+
+def _run_threads(engine: ConversationEngine) -> None:
+    progress, stop, errors, counts = _Progress(), threading.Event(), [], []
+
+    def guarded(target, *args) -> None:
+        try:
+            result = target(*args)
+            if isinstance(result, int):
+                counts.append(result)
+        except BaseException as exc:  # noqa: BLE001 - any exception in any thread fails the test
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=guarded, args=(_writer, engine, progress, stop))]
+    threads += [threading.Thread(target=guarded, args=(_reader, engine, progress, 1000 + n, stop))
+                for n in range(READERS)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=max(0.0, TIME_CAP_S - (time.monotonic() - started)))
+    stop.set()
+    assert not any(t.is_alive() for t in threads), "a thread is stuck (deadlock?)"
+    assert not errors, errors
+    print(f"concurrency readers={READERS} searches={sum(counts)} writes={WRITES}")
+    assert sum(counts) == READERS * READS_PER_THREAD
+    _assert_nothing_lost(engine, progress)
+
+
+def _assert_nothing_lost(engine: ConversationEngine, progress: _Progress) -> None:
+    engine.index()
+    for user in USERS:
+        sizes = {k: 60 if k == _first_batch(user) else BATCH for k in progress.done[user]}
+        expected = {f"b{k:04d}-{i:05d}" for k, size in sizes.items() for i in range(size)}
+        rows = engine.store.db.execute("SELECT message_id FROM messages WHERE user_id = ? AND kind = 'turn'", [user])
+        assert {r[0] for r in rows} == expected
+        for k in progress.done[user]:
+            hits = engine.search(user, f"lastof{k}", limit=1, mode="lexical", kinds=("message",)).results
+            assert hits and _owner(hits[0].message_id) == user
+    assert len(progress.done["u0"]) + len(progress.done["u1"]) == WRITES + 2
+    assert diagnose(engine).ok
+
+
+_SECOND_WRITER = """
+import sys
+from engine.api import ConversationEngine
+from engine.errors import StoreLockedError
+try:
+    ConversationEngine(sys.argv[1], embedder=None)
+except StoreLockedError as exc:
+    print(exc.code, exc.http_status)
+    print(exc.message)
+"""
+
+
+def test_a_second_writer_process_gets_store_locked(engine: ConversationEngine) -> None:
+    done = subprocess.run([sys.executable, "-c", _SECOND_WRITER, str(engine.home)],
+                          capture_output=True, text=True, timeout=120)
+    code, message = done.stdout.splitlines()[:2]
+    assert done.returncode == 0 and code == "store_locked 423", done.stderr
+    assert "open for writing in another process" in message
+    cli = subprocess.run([sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())",
+                          "--home", str(engine.home), "stats"], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert cli.stderr.startswith("convsearch: error: the store") and "one writer" in cli.stderr
+    # the owner is untouched and keeps working
+    engine.ingest("u0", batch(199, 3))
+    hits = engine.search("u0", "lastof199", limit=1, mode="lexical", kinds=("message",)).results
+    assert hits[0].message_id == "b0199-00002"
+    assert diagnose(engine).ok
+
+
+def test_readers_never_see_an_error_during_reindex_swaps(engine: ConversationEngine) -> None:
+    """A reader racing a loop of reindexes always gets a complete answer from the old or new shard."""
+    stop, errors, seen = threading.Event(), [], []
+
+    def read() -> None:
+        while not stop.is_set() and len(seen) < 2000:
+            try:
+                hits = engine.search("u1", "lastof200", limit=1, mode="lexical", kinds=("message",)).results
+                seen.append(hits[0].message_id if hits else None)
+            except ConvsearchError as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for _ in range(4):
+        engine.reindex("u1")
+    stop.set()
+    reader.join(timeout=30)
+    assert not errors and seen and set(seen) == {"b0200-00059"}

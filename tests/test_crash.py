@@ -1,0 +1,360 @@
+"""Crash safety: kill -9 a real process in the middle of an ingest batch, an incremental index, a
+reindex and a shard save; on restart nothing committed is lost or doubled, a batch is all or
+nothing, the index is the old version or the new one, and `diagnose`/`repair` handle the rest.
+
+This file is also the child: `python tests/test_crash.py SCENARIO HOME START` loops the scenario,
+printing BEGIN before each step and DONE/SAVED after it, until the parent kills it. Vectors come
+from a tiny deterministic hashing embedder so a child starts in about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from engine.api import ConversationEngine
+from engine.cli import main
+from engine.config import Settings
+from engine.doctor import diagnose, repair
+from indexers.shard import Shard, current_version_dir
+
+USER = "crash"
+THREAD = f"{USER}:continuous"
+T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+ROOT = Path(__file__).resolve().parents[1]
+CHILD_TIMEOUT_S = 90
+BATCH = 1000  # messages per ingest batch in the ingest scenario: long enough for kills to land inside
+
+
+class HashEmbedder:
+    """Bag of hashed words, L2-normalised: deterministic, 384 wide like MiniLM, no model to load."""
+
+    name = "test-hash-embedder"
+    dim = 384
+    max_tokens = 256
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            rows[i, 0] = 0.01  # never a zero row
+            for word in text.lower().split():
+                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def open_engine(home: Path, embedder: object | None = "hash", *, summaries: bool = True) -> ConversationEngine:
+    """The engine on `home`; without summaries an index or save loop spends its time indexing."""
+    chosen = HashEmbedder() if embedder == "hash" else embedder
+    settings = Settings() if summaries else Settings(summarizer="none")
+    return ConversationEngine(home, embedder=chosen, clock=lambda: T0 + timedelta(days=400), settings=settings)
+
+
+def batch(k: int, size: int) -> list[dict]:
+    """Batch k: ids b<k>-<i>, 30 s apart, continuing the previous batches; the last says lastof<k>."""
+    out = []
+    for i in range(size):
+        text = f"batch {k} message {i} about topic{i % 89} and theme{(k * 7 + i) % 31}"
+        out.append({"role": "user" if i % 2 else "assistant", "message_id": f"b{k:04d}-{i:05d}",
+                    "content": text + (f" lastof{k}" if i == size - 1 else ""),
+                    "created_at": (T0 + timedelta(seconds=30 * (k * 10_000 + i))).isoformat()})
+    return out
+
+
+# The child ------------------------------------------------------------------------------------
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _saved(engine: ConversationEngine) -> None:
+    _say(f"SAVED {engine.index_status(USER)['watermarks'].get(THREAD, 0)}")
+
+
+def _loop_ingest(engine: ConversationEngine, start: int) -> None:
+    for k in range(start, start + 500):
+        _say(f"BEGIN {k}")
+        engine.ingest(USER, batch(k, BATCH), index=False)
+        _say(f"DONE {k}")
+
+
+def _loop_index(engine: ConversationEngine, start: int) -> None:
+    for k in range(start, start + 500):
+        engine.ingest(USER, batch(k, 60), index=False)
+        _say(f"BEGIN {k}")
+        engine.index(USER)
+        _saved(engine)
+
+
+def _loop_reindex(engine: ConversationEngine, start: int) -> None:
+    for k in range(start, start + 500):
+        _say(f"BEGIN {k}")
+        engine.reindex(USER)
+        _saved(engine)
+
+
+def _loop_save(engine: ConversationEngine, start: int) -> None:
+    for k in range(start, start + 5000):
+        if k % 8 == 0:  # change the shard in memory now and then; only the save writes it
+            engine.ingest(USER, batch(k, 1))
+        _say(f"BEGIN {k}")
+        engine.pipeline.shard(USER).save(engine.pipeline.root)
+        _saved(engine)
+
+
+LOOPS: dict[str, Callable[[ConversationEngine, int], None]] = {
+    "ingest": _loop_ingest, "index": _loop_index, "reindex": _loop_reindex, "save": _loop_save}
+
+
+def child(scenario: str, home: str, start: int) -> None:
+    engine = open_engine(Path(home), summaries=scenario == "ingest")
+    engine.add_user(USER)
+    LOOPS[scenario](engine, start)
+
+
+# The parent -----------------------------------------------------------------------------------
+def run_and_kill(scenario: str, home: Path, start: int, delay: float) -> list[str]:
+    """Start the child, wait for its first completed step, let it run `delay` s more, SIGKILL it.
+
+    Only stdout is a pipe, read through one buffered file object to the end: reading the raw pipe
+    after iterating the file (as communicate() does with two pipes) would drop buffered lines.
+    """
+    errors = home.parent / f"child-{scenario}-{start}.stderr"
+    with open(errors, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, __file__, scenario, str(home), str(start)], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    watchdog = threading.Timer(CHILD_TIMEOUT_S, proc.kill)  # a hung child fails the test, never hangs it
+    watchdog.start()
+    try:
+        lines = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line.strip())
+            if line.startswith(("DONE", "SAVED")):
+                break
+        else:
+            raise AssertionError(f"the child ended before its first step: {errors.read_text()[-3000:]}")
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        rest = proc.stdout.read()  # type: ignore[union-attr]
+        proc.wait(timeout=30)
+        proc.stdout.close()  # type: ignore[union-attr]
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == -signal.SIGKILL, "the child must die by the signal, mid-loop"
+    return lines + rest.splitlines()
+
+
+def in_flight(lines: list[str]) -> bool:
+    """True when the kill landed between a BEGIN and its DONE/SAVED."""
+    return bool(lines) and lines[-1].startswith("BEGIN")
+
+
+def stored_ids(engine: ConversationEngine) -> list[str]:
+    rows = engine.store.db.execute("SELECT message_id FROM messages WHERE kind = 'turn' ORDER BY seq")
+    return [r[0] for r in rows]
+
+
+def assert_store_sound(engine: ConversationEngine) -> None:
+    rows = engine.store.db.execute("SELECT seq FROM messages WHERE thread_id = ? ORDER BY seq", [THREAD])
+    seqs = [r[0] for r in rows]
+    assert seqs == list(range(1, len(seqs) + 1)), "seq must stay dense: no hole, no repeat"
+    assert not {c for c in diagnose(engine).codes() if c.startswith("store_")}
+
+
+def assert_index_old_or_new(engine: ConversationEngine, lines: list[str]) -> None:
+    """The live version loads, is consistent, and is at least the last one reported saved."""
+    saved = [int(line.split()[1]) for line in lines if line.startswith("SAVED")]
+    loaded = Shard.load(engine.pipeline.root, USER, engine.pipeline.tokenizer)
+    assert loaded is not None
+    watermark = loaded.manifest.watermarks.get(THREAD, 0)
+    assert watermark >= (saved[-1] if saved else 0)
+    assert watermark <= engine.store.thread_tail(THREAD)[0]
+    assert max(c.to_seq for c in loaded.chunks.values()) <= watermark
+    report = diagnose(engine)
+    assert report.codes() <= {"index_leftovers"}, report.findings  # a staging dir at most
+    assert repair(engine, report).remaining.ok
+
+
+def assert_searchable(engine: ConversationEngine) -> None:
+    last = stored_ids(engine)[-1]
+    k = int(last[1:5])
+    hits = engine.search(USER, f"lastof{k}", limit=3, mode="lexical", kinds=("message",)).results
+    assert hits and hits[0].message_id == last
+
+
+def test_kill_during_ingest_keeps_every_committed_batch_whole(tmp_path: Path) -> None:
+    rng, home, start, landed, before = random.Random(20240501), tmp_path / "home", 0, 0, []
+    for _ in range(3):
+        lines = run_and_kill("ingest", home, start, rng.uniform(0.0, 1.5))
+        done = [int(line.split()[1]) for line in lines if line.startswith("DONE")]
+        expected = before + [m["message_id"] for k in done for m in batch(k, BATCH)]
+        with open_engine(home) as engine:
+            ids = stored_ids(engine)
+            if ids != expected:  # the batch in flight committed before the kill: all of it
+                whole = [m["message_id"] for m in batch(done[-1] + 1, BATCH)]
+                assert in_flight(lines) and ids == expected + whole
+            assert_store_sound(engine)
+            assert_searchable(engine)
+            assert diagnose(engine).ok
+        landed += in_flight(lines)
+        before, start = ids, int(ids[-1][1:5]) + 1
+    print(f"crash.ingest kills=3 in_flight={landed}")
+    assert landed >= 1, "no kill landed inside a batch: lengthen the batches"
+
+
+def _prepared(home: Path, messages: int) -> None:
+    with open_engine(home) as engine:
+        engine.add_user(USER)
+        engine.ingest(USER, batch(0, messages), index=False)
+        engine.index(USER)
+
+
+def _kill_index_rounds(tmp_path: Path, scenario: str, rounds: int, seed: int, delay: tuple[float, float]) -> int:
+    rng, home = random.Random(seed), tmp_path / "home"
+    _prepared(home, 1200)
+    landed = 0
+    for _ in range(rounds):
+        with open_engine(home) as engine:
+            start = int(stored_ids(engine)[-1][1:5]) + 1
+        lines = run_and_kill(scenario, home, start, rng.uniform(*delay))
+        with open_engine(home) as engine:
+            assert_store_sound(engine)
+            assert_index_old_or_new(engine, lines)
+            assert_searchable(engine)
+            engine.index(USER)  # the next save works whatever the kill left behind
+            assert diagnose(engine).ok
+        landed += in_flight(lines)
+    print(f"crash.{scenario} kills={rounds} in_flight={landed}")
+    return landed
+
+
+def test_kill_during_incremental_index(tmp_path: Path) -> None:
+    _kill_index_rounds(tmp_path, "index", 2, seed=7, delay=(0.1, 1.0))
+
+
+def test_kill_during_reindex(tmp_path: Path) -> None:
+    assert _kill_index_rounds(tmp_path, "reindex", 2, seed=11, delay=(0.1, 1.5)) >= 1
+
+
+def test_kill_during_shard_save(tmp_path: Path) -> None:
+    assert _kill_index_rounds(tmp_path, "save", 3, seed=13, delay=(0.05, 0.8)) >= 1
+
+
+# Stale or broken indexes and store records: detected by diagnose, fixed by repair -------------
+def _live(engine: ConversationEngine, user: str = USER) -> Path:
+    version = current_version_dir(engine.pipeline.root, user)
+    assert version is not None and version.is_dir()
+    return version
+
+
+def _leftovers(e: ConversationEngine) -> None:
+    live = _live(e)
+    shutil.copytree(live, live.parent / f"v{int(live.name[1:]) + 1:06d}")  # renamed, not yet flipped
+    (live.parent / ".staging-v000099").mkdir()
+    (live.parent / "CURRENT.tmp").write_text("v000099")
+
+
+def _rewrite_manifest(e: ConversationEngine, **changes: object) -> None:
+    path = _live(e) / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+FAULTS: dict[str, tuple[Callable[[ConversationEngine], object], str]] = {
+    "file deleted in the live version": (lambda e: (_live(e) / "bm25" / "docs.npy").unlink(), "index_unreadable"),
+    "vector labels deleted": (lambda e: (_live(e) / "hnsw" / "labels.npy").unlink(), "index_unreadable"),
+    "corrupt manifest": (lambda e: (_live(e) / "manifest.json").write_text("{not json"), "index_unreadable"),
+    "truncated chunk table": (lambda e: os.truncate(_live(e) / "chunks.parquet", 64), "index_unreadable"),
+    "pointer to a missing version": (lambda e: (_live(e).parent / "CURRENT").write_text("v999999"), "index_pointer"),
+    "garbage pointer": (lambda e: (_live(e).parent / "CURRENT").write_text("../../etc"), "index_pointer"),
+    "crash leftovers": (_leftovers, "index_leftovers"),
+    "BM25 of another user's version": (lambda e: (shutil.rmtree(_live(e) / "bm25"),
+                                                  shutil.copytree(_live(e, "other") / "bm25", _live(e) / "bm25")),
+                                       "index_bm25_mismatch"),
+    "watermark past the store": (lambda e: _rewrite_manifest(e, watermarks={THREAD: 10**6}), "index_ahead"),
+    "manifest of another save": (lambda e: _rewrite_manifest(e, chunks=1), "index_manifest_mismatch"),
+    "message deleted behind the index": (lambda e: e.store.db.execute(
+        "DELETE FROM messages WHERE message_id = 'b0000-00007'"), "index_deleted_reference"),
+    "orphan shard": (lambda e: shutil.copytree(_live(e).parent, e.pipeline.root / "ghost-0123456789"), "index_orphan"),
+    "day bounds": (lambda e: e.store.db.execute("UPDATE day_segments SET ends_at_seq = starts_at_seq"),
+                   "store_day_bounds"),
+    "conversation bounds": (lambda e: e.store.db.execute("UPDATE conversations SET last_seq = first_seq"),
+                            "store_conversation_bounds"),
+    "thread tail behind": (lambda e: e.store.db.execute("UPDATE threads SET last_seq = 1"), "store_thread_tail"),
+    "summary span": (lambda e: e.store.db.execute("UPDATE summaries SET to_seq = 10000000"), "store_summary_span"),
+}
+
+
+@pytest.fixture(scope="module")
+def healthy_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("healthy") / "home"
+    with open_engine(home) as engine:
+        for user, k, size in ((USER, 0, 40), ("other", 50, 12)):
+            engine.add_user(user)
+            engine.ingest(user, batch(k, size))
+        engine.index()
+        assert diagnose(engine).ok
+    return home
+
+
+@pytest.fixture
+def damaged_home(healthy_home: Path, tmp_path: Path) -> Path:
+    """A copy of a healthy home (two users, indexed), for the test to damage."""
+    return Path(shutil.copytree(healthy_home, tmp_path / "home"))
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_diagnose_detects_and_repair_fixes(damaged_home: Path, fault: str) -> None:
+    damage, code = FAULTS[fault]
+    with open_engine(damaged_home) as engine:
+        damage(engine)
+        report = diagnose(engine)
+        assert code in report.codes(), report.findings
+        assert all(f.fix for f in report.findings)
+        assert repair(engine, report).remaining.ok
+    with open_engine(damaged_home) as engine:  # a restart loads what repair left
+        assert diagnose(engine).ok
+        assert_searchable(engine)
+        engine.ingest(USER, batch(1, 2))
+        engine.index()
+        assert diagnose(engine).ok
+
+
+def test_cli_doctor_exits_nonzero_until_repaired(damaged_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`convsearch doctor` on a lexical-only home (the CLI opens its own engine, without a model)."""
+    monkeypatch.setenv("CONVSEARCH_EMBEDDING_BACKEND", "none")
+    with open_engine(damaged_home, embedder=None) as engine:
+        engine.reindex()  # a lexical-only index, as this configuration builds it
+        (_live(engine) / "manifest.json").write_text("{not json")
+    home = ["--home", str(damaged_home)]
+    assert main([*home, "doctor"]) == 2
+    out = capsys.readouterr()
+    assert "index_unreadable" in out.out and "convsearch doctor --repair" in out.err
+    assert main([*home, "doctor", "--repair"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main([*home, "doctor"]) == 0
+
+
+def test_a_version_left_by_a_crash_before_the_flip_does_not_block_the_next_save(damaged_home: Path) -> None:
+    """Regression: rename done, CURRENT not flipped; the next save must replace that version."""
+    with open_engine(damaged_home) as engine:
+        _leftovers(engine)
+        engine.ingest(USER, batch(1, 2))
+        engine.index(USER)
+        assert_searchable(engine)
+        assert diagnose(engine).codes() <= {"index_leftovers"}
+
+if __name__ == "__main__":
+    child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
