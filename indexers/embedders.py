@@ -69,7 +69,12 @@ def _normalised(rows: np.ndarray) -> np.ndarray:
 class _LazyModel:
     """Loads once on first use (thread-safe) and remembers a failure so it is not retried per call."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None) -> None:
+        """`num_threads` is the backend's intra-op thread count (None keeps its default)."""
+        if batch_size < 1:
+            raise InvalidInputError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self.num_threads = num_threads
         self._lock = threading.Lock()
         self._model: Any = None
         self._error: EmbeddingUnavailableError | None = None
@@ -100,14 +105,6 @@ class SentenceTransformerEmbedder(_LazyModel):
     name = TORCH_MODEL_NAME
     dim = MODEL_DIM
     max_tokens = MODEL_MAX_TOKENS
-
-    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None) -> None:
-        """`num_threads` calls torch.set_num_threads (process-wide); None keeps torch's default."""
-        super().__init__()
-        if batch_size < 1:
-            raise InvalidInputError("batch_size must be at least 1")
-        self.batch_size = batch_size
-        self.num_threads = num_threads
 
     def _build(self) -> Any:
         try:
@@ -158,14 +155,6 @@ class OnnxEmbedder(_LazyModel):
     name = ONNX_MODEL_NAME
     dim = MODEL_DIM
     max_tokens = MODEL_MAX_TOKENS
-
-    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None) -> None:
-        """`num_threads` sets onnxruntime's intra-op threads for this session only (None: its default)."""
-        super().__init__()
-        if batch_size < 1:
-            raise InvalidInputError("batch_size must be at least 1")
-        self.batch_size = batch_size
-        self.num_threads = num_threads
 
     def _build(self) -> Any:
         try:
