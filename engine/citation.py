@@ -16,7 +16,8 @@ def best_line(line_tokens: Sequence[frozenset[str]], allowed: Sequence[bool], qu
 
     A line scores like a search hit: `vector_weight` x its own cosine with the query plus
     `lexical_weight` x the query weight (idf) it shares, relative to the best line of the window.
-    Without similarities (lexical mode) the shared weight decides; ties go to the richer line.
+    Without similarities (lexical mode) the shared weight decides; ties go to the richer line, then
+    the newer one (as between hits).
     """
     wanted = set(query_tokens)
     candidates = [i for i, ok in enumerate(allowed) if ok]
@@ -25,11 +26,11 @@ def best_line(line_tokens: Sequence[frozenset[str]], allowed: Sequence[bool], qu
     shared = {i: sum(weight(t) for t in wanted & line_tokens[i]) for i in candidates}
     top = max(shared.values()) or 1.0
 
-    def score(i: int) -> tuple[float, int, int]:
+    def score(i: int) -> tuple[float, int, int]:  # the larger index is the newer message
         lexical = shared[i] / top
         cosine = similarities[i] if similarities is not None else float("nan")
         blended = lexical if cosine != cosine else vector_weight * max(cosine, 0.0) + lexical_weight * lexical
-        return (blended, len(line_tokens[i]), -i)
+        return (blended, len(line_tokens[i]), i)
 
     return max(candidates, key=score)
 

@@ -58,7 +58,7 @@ def normalise_lexical(raw: np.ndarray, matched: np.ndarray | None = None) -> np.
     Dividing by the best raw score keeps a keyword-only hit (an id, a number) at full lexical
     weight even when its absolute BM25 is small, which a fixed scale would not. Okapi BM25 can
     score a real match at or below 0 in a tiny corpus (a term in most documents): matched
-    documents then keep a small positive score, or 1/rank when no score is positive at all.
+    documents then keep a small positive score, or 1/dense rank when no score is positive at all.
     """
     raw = np.asarray(raw, dtype=np.float64)
     matched = raw > 0 if matched is None else np.asarray(matched, dtype=bool)
@@ -67,7 +67,10 @@ def normalise_lexical(raw: np.ndarray, matched: np.ndarray | None = None) -> np.
     top = float(raw[matched].max())
     if top > 0.0:
         return np.where(matched, np.maximum(raw / top, MATCH_FLOOR), 0.0)
-    return np.where(matched, 1.0 / np.maximum(ranks_of(raw, present=matched), 1), 0.0)
+    # dense ranks: equal raw scores stay equal, so a tie stays a tie for the tie-breaks to settle
+    distinct = np.unique(raw[matched])[::-1]
+    dense_rank = np.searchsorted(-distinct, -raw) + 1
+    return np.where(matched, 1.0 / dense_rank, 0.0)
 
 
 def clamp_vector(cosine: np.ndarray) -> np.ndarray:

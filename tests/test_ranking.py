@@ -49,6 +49,11 @@ def test_matched_documents_with_non_positive_bm25_still_count():
     assert scores[0] > scores[1] > 0 and scores[2] == 0
 
 
+def test_equal_non_positive_scores_stay_tied():
+    scores = normalise_lexical(np.array([-0.4, -0.4, -0.9]), matched=np.array([True, True, True]))
+    assert scores.tolist() == pytest.approx([1.0, 1.0, 0.5])
+
+
 def test_vector_scores_are_clamped():
     assert clamp_vector(np.array([-0.3, 0.4, 1.2])).tolist() == [0.0, 0.4, 1.0]
 

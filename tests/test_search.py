@@ -1,0 +1,147 @@
+"""conversation.search end to end on the sample data, with the real MiniLM model and a DuckDB file."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from engine.api import ConversationEngine
+from engine.errors import InvalidInputError, InvalidTimestampError
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
+NOW = datetime(2024, 3, 7, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    with ConversationEngine(tmp_path_factory.mktemp("search"), clock=lambda: NOW) as e:
+        e.import_file(SAMPLE, fmt="jsonl")
+        e.index()
+        yield e
+
+
+def contents(engine: ConversationEngine, user: str, response) -> list[str]:
+    return [engine.get(user, message_id=h.message_id).content for h in response.results if h.kind == "message"]
+
+
+@pytest.mark.parametrize("query,needle", [("order A-7731", "A-7731"), ("ECONNRESET", "ECONNRESET"),
+                                           ("PostgreSQL 15.4", "15.4")])
+def test_exact_ids_numbers_and_error_codes_come_back_first(engine, query, needle):
+    response = engine.search("alice", query, kinds=("message",))
+    assert response.mode == "hybrid"
+    assert needle in contents(engine, "alice", response)[0]
+
+
+def test_a_keyword_hit_survives_a_high_minimum_score(engine):
+    response = engine.search("alice", "A-7731", min_score=0.95, kinds=("message",), explain=True)
+    top = response.results[0]
+    assert "A-7731" in contents(engine, "alice", response)[0]
+    assert top.parts.final < 0.95 and top.parts.lexical == 1.0  # kept by its lexical match, not its score
+
+
+def test_multi_term_queries_match_any_term(engine):
+    response = engine.search("alice", "A-7731 xylophonequartz", kinds=("message",))
+    assert "A-7731" in contents(engine, "alice", response)[0]
+
+
+def test_a_japanese_query_finds_the_japanese_exchange(engine):
+    response = engine.search("bob", "京都", kinds=("message",))
+    assert any("京都" in text for text in contents(engine, "bob", response)[:3])
+
+
+def test_a_french_query_finds_the_french_day(engine):
+    response = engine.search("alice", "diapositive migration équipe", kinds=("message",))
+    assert response.results[0].day_label == date(2024, 3, 5)
+
+
+def test_no_search_returns_another_users_messages(engine):
+    for query in ("Mochi", "京都", "E0502 borrow", "cat food salmon"):
+        response = engine.search("alice", query, limit=20)
+        assert all(h.thread_id.startswith("alice:") for h in response.results)
+        assert not any("Mochi" in text for text in contents(engine, "alice", response))
+
+
+def test_day_filter_applies_before_the_cut(engine):
+    response = engine.search("alice", "PostgreSQL", day="2024-03-06", limit=20, kinds=("message",))
+    assert response.results and {h.day_label for h in response.results} == {date(2024, 3, 6)}
+
+
+def test_time_filters(engine):
+    recent = engine.search("alice", "pool ECONNRESET database", recency_days=1, limit=20, kinds=("message",))
+    assert recent.results and all(h.created_at >= datetime(2024, 3, 6, 12, tzinfo=timezone.utc) for h in recent.results)
+    window = engine.search("alice", "PostgreSQL", start="2024-03-04T00:00", end="2024-03-05T00:00", limit=20)
+    assert window.results and all(h.day_label == date(2024, 3, 4) for h in window.results if h.kind == "message")
+
+
+def test_overlapping_windows_never_return_a_message_twice(engine):
+    response = engine.search("alice", "PostgreSQL migration plan", limit=20, kinds=("message",))
+    ids = [h.message_id for h in response.results]
+    assert len(ids) == len(set(ids)) and len(ids) > 5
+
+
+def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.import_file(SAMPLE, fmt="jsonl")
+        engine.index("alice")
+        day = engine.get("alice", day_segment_id="alice:continuous:day:2024-03-04")
+        first, last = (engine.get("alice", message_id=m).seq for m in (day.message_ids[0], day.message_ids[-1]))
+        summary = engine.summarize_range("alice", first, last + 1)
+        response = engine.search("alice", "which database did we choose and why", explain=True)
+        assert response.results[0].kind == "summary" and response.results[0].summary_id == summary.summary_id
+        covered = [h for h in response.results if h.kind == "message" and h.covered_by_summary]
+        assert covered and all(h.parts.penalty == pytest.approx(0.85) for h in covered)
+        assert all(h.score == pytest.approx(h.parts.fused * 0.85, abs=1e-6) for h in covered)
+        unpenalised = engine.search("alice", "which database did we choose and why", explain=True, penalty=False)
+        assert all(h.parts.penalty == 1.0 for h in unpenalised.results if h.kind == "message")
+        only_messages = engine.search("alice", "which database did we choose and why", limit=1)
+        assert only_messages.results[0].kind == "message"  # limit 1 leaves no slot for a summary
+
+
+def test_ties_go_to_the_newer_day(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("carol")
+        for thread, message_id, at in (("t-old", "old", "2024-01-01T09:00"), ("t-new", "new", "2024-01-02T09:00")):
+            engine.store.ensure_thread("carol", thread)  # two threads: two windows with equal scores
+            engine.ingest("carol", [{"role": "user", "content": "zebraquartz", "created_at": at, "message_id": message_id}],
+                          thread_id=thread)
+        response = engine.search("carol", "zebraquartz", kinds=("message",))
+        assert [h.message_id for h in response.results] == ["new", "old"]
+        assert response.results[0].score == response.results[1].score
+
+
+def test_within_a_window_ties_cite_the_newer_message(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("erin")
+        engine.ingest("erin", [{"role": "user", "content": "zebraquartz", "created_at": at, "message_id": message_id}
+                               for message_id, at in (("first", "2024-01-01T09:00"), ("second", "2024-01-01T09:01"))])
+        assert engine.search("erin", "zebraquartz").results[0].message_id == "second"
+
+
+def test_messages_not_yet_embedded_are_found_lexically(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("dave")
+        engine.ingest("dave", [{"role": "user", "content": "the invoice INV-4410 bounced", "created_at": "2024-01-01T09:00"}],
+                      index=False)
+        response = engine.search("dave", "INV-4410")
+        assert response.not_vector_indexed == 1 and response.results[0].parts is None
+        assert "INV-4410" in response.results[0].snippet
+
+
+def test_without_embeddings_search_is_lexical_and_says_so(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW, embedder=None) as engine:
+        engine.import_file(SAMPLE, fmt="jsonl")
+        response = engine.search("alice", "ECONNRESET")
+        assert response.mode == "lexical" and "lexical" in response.notice
+        assert "ECONNRESET" in contents(engine, "alice", response)[0]
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    ({"query": "   "}, InvalidInputError), ({"query": "x", "limit": 0}, InvalidInputError),
+    ({"query": "x", "limit": 21}, InvalidInputError), ({"query": "x", "day": "March 5"}, InvalidInputError),
+    ({"query": "x", "start": "yesterday"}, InvalidTimestampError), ({"query": "x", "kinds": ("files",)}, InvalidInputError),
+])
+def test_bad_search_input_gets_a_clear_error(engine, kwargs, error):
+    with pytest.raises(error):
+        engine.search("alice", **kwargs)
