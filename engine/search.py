@@ -21,7 +21,7 @@ from engine.models import Summary, day_segment_id
 from engine.ranking import (ScoreParts, apply_penalty, clamp_vector, dedupe_best, merge_summaries_first,
                             normalise_lexical, passes_floor, ranks_of, rrf_fusion, tie_break_key, weighted_fusion)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
-from engine.summary_index import SummaryIndex
+from engine.summary_index import Coverage, SummaryIndex
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
@@ -106,18 +106,21 @@ class Searcher:
             parts = self._fuse(raw, matched, cosine, q)
             order = np.argsort([-p.fused for p in parts], kind="stable")[: 3 * limit + 10]
             weights = (self.settings.vector_weight, self.settings.lexical_weight)
-            cited = [c for i in order if (c := _cite(shard, int(labels[i]), parts[i], q, intervals, weights)) is not None]
+            # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+            idf = {t: max(shard.bm25.max_score([t]), 0.0) + 0.01 for t in set(q.tokens)}
+            cited = [c for i in order
+                     if (c := _cite(shard, int(labels[i]), parts[i], q, intervals, weights, idf)) is not None]
         cited = dedupe_best(cited, key=lambda c: c.message_id, score=lambda c: c.parts.fused)
         cited.sort(key=lambda c: -c.parts.fused)
         cited = cited[: limit + 10]  # the penalty may reorder these; nothing further down can overtake
         stored = {m.message_id: m for m in self.store.messages_by_ids([c.message_id for c in cited], user_id=user_id)}
-        covered = self.summaries.summaries_of(user_id)
-        hits = [self._hit(c, stored[c.message_id], covered, penalty, q) for c in cited if c.message_id in stored]
+        coverage = self.summaries.coverage(user_id)
+        hits = [self._hit(c, stored[c.message_id], coverage, penalty, q) for c in cited if c.message_id in stored]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
-    def _hit(self, cited: "_Cited", message, covered: Sequence[Summary], penalty: bool, q: _Query) -> SearchHit:
-        is_covered = any(s.thread_id == message.thread_id and s.covers(message.seq) for s in covered)
+    def _hit(self, cited: "_Cited", message, coverage: Coverage, penalty: bool, q: _Query) -> SearchHit:
+        is_covered = coverage.covers(message.thread_id, message.seq)
         parts = replace(cited.parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
         chunk = cited.chunk
         return SearchHit(
@@ -172,15 +175,14 @@ class _Cited:
 
 
 def _cite(shard: Shard, label: int, parts: ScoreParts, q: _Query, intervals,
-          weights: tuple[float, float]) -> _Cited | None:
+          weights: tuple[float, float], idf: dict[str, float]) -> _Cited | None:
     """The window's best message for the query, among those the filters allow."""
     chunk = shard.chunks[label]
     span = intervals.get(chunk.thread_id) if intervals is not None else None
     allowed = [span is None or span[0] <= seq <= span[1] for seq in chunk.message_seqs]
     similarities = shard.message_vectors.similarities(chunk.message_ids, q.vector) if q.vector is not None else None
-    # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-    index = best_line(shard.line_tokens(label), allowed, q.tokens, lambda t: max(shard.bm25.max_score([t]), 0.0) + 0.01,
-                      similarities, vector_weight=weights[0], lexical_weight=weights[1])
+    index = best_line(shard.line_tokens(label), allowed, q.tokens, idf.__getitem__, similarities,
+                      vector_weight=weights[0], lexical_weight=weights[1])
     return None if index is None else _Cited(chunk.message_ids[index], chunk, parts)
 
 

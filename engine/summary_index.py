@@ -6,6 +6,7 @@ than keeping an ANN graph; the vectors come from the same cache as the windows'.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from engine.models import Summary
 from indexers.bm25 import Bm25Index
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "summary_text"]
+__all__ = ["SummaryIndex", "SummaryMatches", "Coverage", "summary_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +28,35 @@ class SummaryMatches:
     cosine: np.ndarray | None  # None when there are no vectors (lexical mode)
 
 
+class Coverage:
+    """Merged summary spans per thread: `covers(thread, seq)` is a binary search, not a scan."""
+
+    def __init__(self, summaries: tuple[Summary, ...]) -> None:
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for s in sorted(summaries, key=lambda s: (s.thread_id, s.from_seq)):
+            merged = spans.setdefault(s.thread_id, [])
+            if merged and s.from_seq <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], s.to_seq))
+            else:
+                merged.append((s.from_seq, s.to_seq))
+        self._starts = {t: [a for a, _ in v] for t, v in spans.items()}
+        self._spans = spans
+
+    def covers(self, thread_id: str, seq: int) -> bool:
+        starts = self._starts.get(thread_id)
+        if not starts:
+            return False
+        i = bisect.bisect_right(starts, seq) - 1
+        return i >= 0 and self._spans[thread_id][i][1] >= seq
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     fingerprint: tuple
     summaries: tuple[Summary, ...]
     bm25: Bm25Index
     vectors: np.ndarray | None
+    coverage: Coverage
 
 
 class SummaryIndex:
@@ -58,6 +82,10 @@ class SummaryIndex:
     def summaries_of(self, user_id: str) -> tuple[Summary, ...]:
         return self._entry(user_id, with_vectors=False).summaries
 
+    def coverage(self, user_id: str) -> "Coverage":
+        """Which messages the user's summaries cover, for the search penalty (built once per change)."""
+        return self._entry(user_id, with_vectors=False).coverage
+
     def forget(self, user_id: str) -> None:
         with self._lock:
             self._entries.pop(user_id, None)
@@ -81,7 +109,7 @@ class SummaryIndex:
         if with_vectors and self.pipeline.embedder is not None and summaries:
             hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
             vectors, _ = self.pipeline.cached_vectors(user_id, hashes, texts)
-        return _Entry(fingerprint, summaries, bm25, vectors)
+        return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries))
 
 
 def summary_text(summary: Summary) -> str:

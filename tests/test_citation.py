@@ -59,3 +59,16 @@ def test_unreadable_message_vectors_are_reported(tmp_path):
     np.save(tmp_path / "mv" / "vectors.npy", np.zeros((2, 8), dtype=np.float16))
     with pytest.raises(IndexStateError, match="reindex"):
         MessageVectors.load(tmp_path / "mv", 8)
+
+
+def test_coverage_merges_spans_and_answers_by_thread():
+    from datetime import datetime, timezone
+
+    from engine.models import Summary
+    from engine.summary_index import Coverage
+
+    at = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    spans = [("t", 1, 5), ("t", 4, 9), ("t", 20, 22), ("u", 1, 3)]
+    coverage = Coverage(tuple(Summary(f"s{i}", t, "x", "range", a, b, "md", at, at) for i, (t, a, b) in enumerate(spans)))
+    assert [s for s in range(0, 25) if coverage.covers("t", s)] == [*range(1, 10), 20, 21, 22]
+    assert coverage.covers("u", 2) and not coverage.covers("u", 4) and not coverage.covers("v", 1)
