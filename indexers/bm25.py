@@ -39,6 +39,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Sequence
 import numpy as np
 
 from engine.errors import IndexStateError, InvalidInputError
+from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
 __all__ = ["Bm25Params", "Bm25Index"]
 
@@ -60,58 +61,6 @@ class Bm25Params:
         values = (self.k1, self.b, self.epsilon)
         if not all(math.isfinite(v) for v in values) or self.k1 < 0 or not 0 <= self.b <= 1:
             raise InvalidInputError(f"BM25 needs finite k1 >= 0 and 0 <= b <= 1, got {values}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Segment:
-    """Postings CSR by term: documents docs[ptr[i]:ptr[i+1]] contain term terms[i]."""
-
-    terms: np.ndarray  # int32, strictly increasing term ids
-    ptr: np.ndarray  # int64, len(terms) + 1
-    docs: np.ndarray  # int32 internal document ids
-    tfs: np.ndarray  # int32 raw term frequencies
-
-    @property
-    def size(self) -> int:
-        return len(self.docs)
-
-    def posting_terms(self) -> np.ndarray:
-        return np.repeat(self.terms, np.diff(self.ptr))
-
-    @staticmethod
-    def from_sorted(post_terms: np.ndarray, docs: np.ndarray, tfs: np.ndarray) -> _Segment:
-        """Build from postings already sorted by term."""
-        heads = _run_starts(post_terms)
-        ptr = np.append(heads, len(post_terms)).astype(np.int64)
-        terms = post_terms[heads].astype(np.int32)
-        return _Segment(terms, ptr, docs.astype(np.int32, copy=False), tfs.astype(np.int32, copy=False))
-
-
-def _run_starts(values: np.ndarray) -> np.ndarray:
-    """Index of the first element of each run of equal values (in a sorted array)."""
-    if not len(values):
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-
-
-_EMPTY = _Segment.from_sorted(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
-
-
-def _merge(older: _Segment, newer: _Segment) -> _Segment:
-    """One segment from two; the stable sort keeps each term's postings in document order."""
-    terms = np.concatenate((older.posting_terms(), newer.posting_terms()))
-    order = np.argsort(terms, kind="stable")
-    docs = np.concatenate((older.docs, newer.docs))[order]
-    return _Segment.from_sorted(terms[order], docs, np.concatenate((older.tfs, newer.tfs))[order])
-
-
-def _batch_segment(term_ids: np.ndarray, lengths: np.ndarray, first_doc: int) -> _Segment:
-    """Postings of a batch: runs of equal sorted (term, doc) keys give tf, ordered by term then doc."""
-    n = len(lengths)
-    keys = np.sort(term_ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths))
-    heads = _run_starts(keys)
-    keys, tfs = keys[heads], np.diff(np.append(heads, len(keys)))
-    return _Segment.from_sorted(keys // n, keys % n + first_doc, tfs)
 
 
 def _as_labels(labels: Any) -> np.ndarray:
@@ -138,7 +87,7 @@ class Bm25Index:
         self._labels = np.zeros(0, np.int64)  # internal id -> label
         self._doc_len = np.zeros(0, np.int64)
         self._total_len = 0
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self._increasing = True  # labels ascending in internal order: lookups need no sort
         self._cache: dict[str, Any] = {}  # idf, per-doc length norm, sorted labels; cleared on change
 
@@ -165,7 +114,7 @@ class Bm25Index:
             return
         self._check_new_labels(new)
         lengths = np.fromiter(map(len, token_lists), np.int64, len(new))
-        segment = _batch_segment(self._term_ids(list(chain.from_iterable(token_lists))), lengths, len(self))
+        segment = batch_segment(self._term_ids(list(chain.from_iterable(token_lists))), lengths, len(self))
         self._df += np.bincount(segment.posting_terms(), minlength=len(self._df))
         self._increasing = self._increasing and bool(np.all(np.diff(new) > 0)) and (
             not len(self) or bool(new[0] > self._labels[-1])
@@ -194,7 +143,7 @@ class Bm25Index:
                 post_terms = seg.posting_terms()
                 self._df -= np.bincount(post_terms[gone], minlength=len(self._df))
                 keep = ~gone
-                seg = _Segment.from_sorted(post_terms[keep], new_id[seg.docs[keep]], seg.tfs[keep])
+                seg = Segment.from_sorted(post_terms[keep], new_id[seg.docs[keep]], seg.tfs[keep])
             else:
                 seg = replace(seg, docs=new_id[seg.docs])
             if seg.size:
@@ -230,7 +179,7 @@ class Bm25Index:
     def _merge_tail(self) -> None:
         segs = self._segments
         while len(segs) > 1 and (len(segs) > _MAX_SEGMENTS or 2 * segs[-1].size >= segs[-2].size):
-            segs[-2:] = [_merge(segs[-2], segs[-1])]
+            segs[-2:] = [merge_segments(segs[-2], segs[-1])]
 
     # ----- queries
 
@@ -370,7 +319,7 @@ class Bm25Index:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self._compact()
-        seg = self._segments[0] if self._segments else _EMPTY
+        seg = self._segments[0] if self._segments else EMPTY_SEGMENT
         arrays = {"labels": self._labels, "doc_len": self._doc_len, "df": self._df, "terms": seg.terms,
                   "ptr": seg.ptr, "docs": seg.docs, "tfs": seg.tfs}
         for name, arr in arrays.items():
@@ -401,7 +350,7 @@ class Bm25Index:
         index._vocab = {t: i for i, t in enumerate(terms)}
         index._df, index._labels, index._doc_len = (np.array(arrays[n]) for n in ("df", "labels", "doc_len"))
         index._total_len = int(index._doc_len.sum())
-        seg = _Segment(arrays["terms"], arrays["ptr"], arrays["docs"], arrays["tfs"])
+        seg = Segment(arrays["terms"], arrays["ptr"], arrays["docs"], arrays["tfs"])
         index._segments = [seg] if seg.size else []
         index._increasing = bool(np.all(np.diff(index._labels) > 0))
         return index
@@ -409,7 +358,7 @@ class Bm25Index:
     def _compact(self) -> None:
         """Merge all segments into one and drop terms no live document uses any more."""
         if len(self._segments) > 1:
-            self._segments = [reduce(_merge, self._segments)]
+            self._segments = [reduce(merge_segments, self._segments)]
         live = self._df > 0
         if live.all():
             return
