@@ -3,7 +3,8 @@
     python benchmarks/locomo_matrix.py --data /work/shared/data/locomo/locomo_dev.json
 
 Configurations: lexical, vector, hybrid (weighted), hybrid (RRF), each over messages only and over
-summaries + messages, and hybrid weighted + summaries without the covered-by-summary penalty.
+summaries + messages, hybrid weighted + summaries without the covered-by-summary penalty, and
+hybrid weighted over messages without summary context (a message scored without its summary's).
 Writes benchmarks/results/locomo_dev.json (all metrics of every run) and docs/img/locomo_recall.png
 (turn-level recall_any@k and session-level recall_any@k of the main modes, with the LoCoMo
 paper's DRAGON anchors).
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAIN_MODES = (("lexical", None), ("vector", None), ("hybrid", "weighted"), ("hybrid", "rrf"))
 CONFIGS = tuple(RunConfig(mode=m, fusion=f, summaries=s) for m, f in MAIN_MODES for s in (False, True)) + (
     RunConfig(mode="hybrid", fusion="weighted", summaries=True, penalty=False),
+    RunConfig(mode="hybrid", fusion="weighted", summaries=False, summary_context=False),
 )
 # The LoCoMo paper (Maharana et al. 2024, RAG table): DRAGON, fraction of evidence retrieved.
 DRAGON = {"turn": {5: 56.7, 10: 66.2, 25: 76.7}, "session": {5: 72.1, 10: 84.7}}
@@ -125,7 +127,7 @@ def plot(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    shown = [r for r in runs if r["config"]["penalty"]]
+    shown = [r for r in runs if r["config"]["penalty"] and r["config"].get("summary_context", True)]
     colours = dict(zip(dict.fromkeys(_mode_name(r) for r in shown), plt.cm.tab10.colors))
     for ax, level, title in ((axes[0], "turn", "turn level (cited message)"), (axes[1], "session", "session level")):
         for r in shown:

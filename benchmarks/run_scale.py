@@ -7,7 +7,7 @@ Per size: ingest rate (engine.ingest in batches: store, summaries and lexical in
 naive design (benchmarks/naive.py) over the same windows and vectors. Latency is taken three ways:
 * e2e   - engine.search, MiniLM query embedding included (on a synthetic index: its time only);
 * given - engine.search with the query vector precomputed;
-* core  - engine internals search._window_candidates + Searcher._fuse (BM25 and HNSW top lists,
+* core  - engine internals candidates.window_candidates + Searcher._fuse (BM25 and HNSW top lists,
           both scores, fusion), no citations or store reads: what the naive design does too.
 Ratios: naive / core, and (naive + the same query embedding) / e2e. --overhead N times the whole
 index pipeline on N messages with MiniLM against embedding the same window texts directly.
@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.generate import SyntheticEmbedder, ThreadParams, iter_messages, make_queries  # noqa: E402
 from benchmarks.naive import from_shard  # noqa: E402
 from engine.api import ConversationEngine, to_new_message  # noqa: E402
-from engine.search import _Query, _window_candidates  # noqa: E402  (engine internals: the "core" path)
+from engine.candidates import window_candidates  # noqa: E402  (engine internals: the "core" path)
+from engine.search import _Query  # noqa: E402
 from indexers.embedders import DeadlineEmbedder, Embedder  # noqa: E402
 
 __all__ = ["SizeResult", "run_size", "core_search", "measure_overhead", "main"]
@@ -205,9 +206,9 @@ def core_search(engine: ConversationEngine, shard: Any, text: str, vector: np.nd
     q = _Query(text, shard.tokenizer.tokenize(text), vector, "hybrid", engine.settings.fusion)
     depth = max(engine.settings.candidate_depth, 5 * limit)
     with shard.lock:
-        labels, raw, matched, cosine = _window_candidates(shard, q, None, depth)
-    parts = engine.searcher._fuse(raw, matched, cosine, q)
-    return labels[np.argsort([-p.fused for p in parts], kind="stable")[:limit]]
+        found = window_candidates(shard, q.tokens, q.vector, q.mode, None, depth)
+    fused = engine.searcher._fuse(found.raw, found.matched, found.cosine, q)
+    return found.labels[np.argsort(-fused.fused, kind="stable")[:limit]]
 
 
 def _latencies(engine: ConversationEngine, model: Embedder, cost: Embedder | None, queries: list[str],

@@ -69,6 +69,16 @@ class Settings(BaseSettings):
     lexical_weight: float = Field(0.3, ge=0, le=1, description="Weight of the normalised lexical score.")
     fusion: Literal["weighted", "rrf"] = Field("weighted", description="Score fusion: weighted sum or RRF.")
     rrf_k: int = Field(60, ge=1, description="RRF constant.")
+    message_own_weight: float = Field(
+        0.3, ge=0, le=1,
+        description="Weight of a message's own match against its best window's score (the window lends "
+        "context: a reply shares few words with the question it answers). docs/benchmarks.md.",
+    )
+    summary_context_weight: float = Field(
+        0.25, ge=0, le=1,
+        description="Weight of the score of the summary covering a message in that message's score "
+        "(0 turns it off; messages no summary covers are unaffected). docs/benchmarks.md.",
+    )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
     max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")
     candidate_depth: int = Field(50, ge=10, description="Minimum candidates taken from each list before fusion.")

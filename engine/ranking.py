@@ -1,16 +1,17 @@
 """Pure scoring functions of conversation.search: no I/O, so each is tested on its own.
 
 Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at 1.0), cosine ->
-`clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) -> `apply_penalty` for messages a
-summary covers -> `dedupe_best` (one hit per message) -> `rank_hits` (score, newer day, newer
-message) -> `merge_summaries_first`.
+`clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) per window and per summary; each
+message of the best windows -> `own_scores` (its own line) -> `message_scores` (own, its best
+window, its covering summary) -> `apply_penalty` for messages a summary covers -> `tie_break_key`
+(score, newer day, newer message) -> `merge_summaries_first`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import Callable, Hashable, Literal, Sequence, TypeVar
+from typing import Literal, Sequence, TypeVar
 
 import numpy as np
 
@@ -21,9 +22,12 @@ __all__ = [
     "ranks_of",
     "weighted_fusion",
     "rrf_fusion",
+    "FusedScores",
+    "fuse",
+    "own_scores",
+    "message_scores",
     "apply_penalty",
     "passes_floor",
-    "dedupe_best",
     "tie_break_key",
     "summary_slots",
     "merge_summaries_first",
@@ -46,6 +50,11 @@ class ScoreParts:
     vector_rank: int | None  # 1-based rank in the vector candidate list
     lexical_rank: int | None  # 1-based rank among lexical matches
     fusion: Literal["weighted", "rrf", "lexical", "vector"]
+    # Message hits only: the fused score of the best window holding the message (vector, lexical and
+    # the ranks above are that window's), the message's own match, its covering summary's score.
+    window: float | None = None
+    own: float | None = None
+    summary: float | None = None
 
     @property
     def final(self) -> float:
@@ -104,6 +113,80 @@ def rrf_fusion(vector_rank: np.ndarray, lexical_rank: np.ndarray, *, k: int) -> 
     return (part_v + part_l) * (k + 1) / 2  # scaled so rank 1 in both lists scores 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class FusedScores:
+    """Fused scores of a candidate list as arrays; `parts(i)` explains one (built only for hits)."""
+
+    vector: np.ndarray  # clamped cosine, 0 where there is no vector
+    has_vector: np.ndarray
+    lexical: np.ndarray
+    raw: np.ndarray
+    fused: np.ndarray
+    vector_rank: np.ndarray  # 0: not ranked
+    lexical_rank: np.ndarray
+    how: np.ndarray  # the fusion each score came from
+
+    def parts(self, i: int) -> ScoreParts:
+        return ScoreParts(vector=float(self.vector[i]) if self.has_vector[i] else None, lexical=float(self.lexical[i]),
+                          lexical_raw=float(self.raw[i]), fused=float(self.fused[i]), penalty=1.0,
+                          vector_rank=int(self.vector_rank[i]) or None, lexical_rank=int(self.lexical_rank[i]) or None,
+                          fusion=str(self.how[i]))
+
+
+def fuse(raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, *, mode: str, fusion: str,
+         vector_weight: float, lexical_weight: float, rrf_k: int) -> FusedScores:
+    """Raw BM25 and cosine (NaN: no vector yet) of candidates -> one score each, by mode and fusion."""
+    raw = np.asarray(raw, dtype=np.float64)
+    lexical = normalise_lexical(raw, matched)
+    has_vec = ~np.isnan(cosine) if cosine is not None else np.zeros(len(raw), dtype=bool)
+    vector = clamp_vector(np.nan_to_num(cosine, nan=0.0)) if cosine is not None else np.zeros(len(raw))
+    lex_rank, vec_rank = ranks_of(raw, present=matched), ranks_of(vector, present=has_vec)
+    if mode == "lexical":
+        fused, how = lexical, np.full(len(raw), "lexical")
+    elif mode == "vector":
+        fused, how = vector, np.full(len(raw), "vector")
+    elif fusion == "rrf":
+        fused, how = rrf_fusion(vec_rank, lex_rank, k=rrf_k), np.full(len(raw), "rrf")
+    else:
+        both = weighted_fusion(vector, lexical, vector_weight=vector_weight, lexical_weight=lexical_weight)
+        # a candidate not yet embedded is scored lexically rather than with a vector score of 0
+        fused, how = np.where(has_vec, both, lexical), np.where(has_vec, "weighted", "lexical")
+    return FusedScores(vector, has_vec, lexical, raw, np.asarray(fused, dtype=np.float64), vec_rank, lex_rank, how)
+
+
+def own_scores(cosine: np.ndarray, shared: np.ndarray, *, mode: str, vector_weight: float,
+               lexical_weight: float) -> np.ndarray:
+    """How well each message's own line matches: its cosine and the query weight (idf) it shares.
+
+    The shared weight is relative to the best message among the candidates. A message without a
+    vector (NaN cosine) is scored lexically, as a window without one is. RRF has no score for a
+    single line, so hybrid modes blend the two with the weighted-fusion weights.
+    """
+    shared = np.asarray(shared, dtype=np.float64)
+    top = float(shared.max()) if len(shared) else 0.0
+    lexical = shared / top if top > 0 else np.zeros_like(shared)
+    cosine = np.asarray(cosine, dtype=np.float64)
+    vector = clamp_vector(np.nan_to_num(cosine, nan=0.0))
+    if mode == "lexical":
+        return lexical
+    blended = weighted_fusion(vector, lexical, vector_weight=vector_weight, lexical_weight=lexical_weight)
+    return np.where(np.isnan(cosine), lexical, vector if mode == "vector" else blended)
+
+
+def message_scores(window: np.ndarray, own: np.ndarray, summary: np.ndarray, *, own_weight: float,
+                   summary_weight: float) -> np.ndarray:
+    """A message's score: its own match blended with its best window's, then with its summary's.
+
+    The window lends context (the question a reply answers shares the query's words); the summary
+    covering the message lends the topic of its day or conversation. `summary` is NaN where none
+    covers the message: the blend then stands alone, so a message not yet summarised is not demoted.
+    """
+    base = (1.0 - own_weight) * np.asarray(window, dtype=np.float64) + own_weight * np.asarray(own, dtype=np.float64)
+    summary = np.asarray(summary, dtype=np.float64)
+    with_summary = (1.0 - summary_weight) * base + summary_weight * np.nan_to_num(summary)
+    return np.where(np.isnan(summary), base, with_summary)
+
+
 def apply_penalty(covered: bool, penalty: float) -> float:
     """The multiplier for a message hit: `penalty` when a summary already covers it."""
     return penalty if covered else 1.0
@@ -112,16 +195,6 @@ def apply_penalty(covered: bool, penalty: float) -> float:
 def passes_floor(parts: ScoreParts, min_score: float | None) -> bool:
     """A minimum score never drops a strong keyword hit (peers lost exact ids this way)."""
     return min_score is None or parts.final >= min_score or parts.lexical >= STRONG_LEXICAL
-
-
-def dedupe_best(items: Sequence[T], key: Callable[[T], Hashable], score: Callable[[T], float]) -> list[T]:
-    """Keep the best-scoring item per key (overlapping windows may cite one message twice)."""
-    best: dict[Hashable, T] = {}
-    for item in items:
-        k = key(item)
-        if k not in best or score(item) > score(best[k]):
-            best[k] = item
-    return list(best.values())
 
 
 def tie_break_key(score: float, day_label: date | None, order: float) -> tuple[float, int, float]:

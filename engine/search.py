@@ -1,7 +1,10 @@
-"""conversation.search: candidates from BM25, HNSW and summaries, fused, cited, penalised, merged.
+"""conversation.search: windows from BM25 and HNSW, fused; their messages scored; summaries merged.
 
 Every query is scoped to one user's shard; filters become seq intervals applied before any
-top-k cut; each list is taken `max(candidate_depth, 5 x limit)` deep so fusion has room.
+top-k cut; each list is taken `max(candidate_depth, 5 x limit)` deep so fusion has room. The
+best windows are expanded into their messages, and each message is scored on its own line, its
+window and the summary covering it (`engine.ranking.message_scores`): ranking messages rather
+than citing one per window finds the turn that answers, not only the stretch that holds it.
 """
 
 from __future__ import annotations
@@ -13,18 +16,20 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.citation import best_line, make_snippet
+from engine.candidates import expand_to_messages, window_candidates
+from engine.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
-from engine.ranking import (ScoreParts, apply_penalty, clamp_vector, dedupe_best, merge_summaries_first,
-                            normalise_lexical, passes_floor, ranks_of, rrf_fusion, tie_break_key, weighted_fusion)
+from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
+                            own_scores, passes_floor, tie_break_key)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
 from engine.summary_index import Coverage, SummaryIndex
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
+from indexers.message_table import MessageCard
 from indexers.shard import Shard
 
 __all__ = ["Searcher"]
@@ -53,7 +58,9 @@ class Searcher:
 
     def search(self, user_id: str, query: str, *, day=None, recency_days=None, start=None, end=None,
                limit: int = 6, min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
-               mode: SearchMode | None = None, fusion: str | None = None, penalty: bool = True) -> SearchResponse:
+               mode: SearchMode | None = None, fusion: str | None = None, penalty: bool = True,
+               summary_context: bool = True) -> SearchResponse:
+        """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
         began = time.perf_counter()
         text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
         if min_score is not None and not isinstance(min_score, (int, float)):
@@ -64,9 +71,12 @@ class Searcher:
         intervals = seq_intervals(self.store, user_id, filters)
         shard = self.pipeline.shard(user_id)
         q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
-        messages = self._message_hits(user_id, shard, q, intervals, limit, penalty) if "message" in kinds else []
+        wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
+        scored = self._scored_summaries(user_id, q, intervals) if "summary" in kinds or wants_context else None
+        messages = (self._message_hits(user_id, shard, q, intervals, limit, penalty, scored if wants_context else None)
+                    if "message" in kinds else [])
         floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
-        summaries = self._summary_hits(user_id, q, intervals, limit, floor_of) if "summary" in kinds else []
+        summaries = self._summary_hits(scored, q, limit, floor_of) if "summary" in kinds else []
         summaries = [h for h in summaries if passes_floor(h.parts, min_score)]
         max_summaries = self.settings.max_summary_results if "message" in kinds else limit
         merged = merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=max_summaries)
@@ -97,117 +107,103 @@ class Searcher:
             return None, f"lexical search only: {exc.message}"
 
     # Messages -------------------------------------------------------------------------------
-    def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool) -> list[SearchHit]:
+    def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
+                      summaries: "_ScoredSummaries | None") -> list[SearchHit]:
+        """Messages of the best windows, each scored on its own line, its window and its summary."""
         depth = max(self.settings.candidate_depth, 5 * limit)
         with shard.lock:
-            labels, raw, matched, cosine = _window_candidates(shard, q, intervals, depth)
-            if not len(labels):
+            found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
+            if not len(found.labels):
                 return []
-            parts = self._fuse(raw, matched, cosine, q)
-            order = np.argsort([-p.fused for p in parts], kind="stable")[: 3 * limit + 10]
-            weights = (self.settings.vector_weight, self.settings.lexical_weight)
+            fused = self._fuse(found.raw, found.matched, found.cosine, q)
+            order = np.argsort(-fused.fused, kind="stable")[: 3 * limit + 10]
             # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
             idf = {t: max(shard.bm25.max_score([t]), 0.0) + 0.01 for t in set(q.tokens)}
-            cited = [c for i in order
-                     if (c := _cite(shard, int(labels[i]), parts[i], q, intervals, weights, idf)) is not None]
-        cited = dedupe_best(cited, key=lambda c: c.message_id, score=lambda c: c.parts.fused)
-        cited.sort(key=lambda c: -c.parts.fused)
-        cited = cited[: limit + 10]  # the penalty may reorder these; nothing further down can overtake
-        stored = {m.message_id: m for m in self.store.messages_by_ids([c.message_id for c in cited], user_id=user_id)}
+            messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
+        if not messages.message_ids:
+            return []
+        window = fused.fused[messages.windows]
+        own = own_scores(messages.cosine, messages.shared, mode=q.mode, vector_weight=self.settings.vector_weight,
+                         lexical_weight=self.settings.lexical_weight)
+        seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
+        summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
+                   else np.full(len(seqs), np.nan))
+        scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
+                                summary_weight=self.settings.summary_context_weight)
+        # context ranks a message but never makes it a hit: it must match on its own line too
+        best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         coverage = self.summaries.coverage(user_id)
-        hits = [self._hit(c, stored[c.message_id], coverage, penalty, q) for c in cited if c.message_id in stored]
+        hits = []
+        for i in best:
+            chunk, line = messages.chunks[i], messages.lines[i]
+            card = shard.messages.get(chunk.thread_id, chunk.message_seqs[line])
+            if card is None:  # deleted since the shard was read
+                continue
+            parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
+                            own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]))
+            text = _without_label(chunk.message_lines()[line], card.label)
+            hits.append(self._hit(card, text, chunk, parts, coverage, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
-    def _hit(self, cited: "_Cited", message, coverage: Coverage, penalty: bool, q: _Query) -> SearchHit:
-        is_covered = coverage.covers(message.thread_id, message.seq)
-        parts = replace(cited.parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
-        chunk = cited.chunk
+    def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
+             q: _Query) -> SearchHit:
+        is_covered = coverage.covers(card.thread_id, card.seq)
+        parts = replace(parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
         return SearchHit(
-            kind="message", score=round(parts.final, 6), thread_id=message.thread_id, day_label=message.day_label,
-            day_segment_id=message.day_segment_id, snippet=make_snippet(message.content, q.text.split() + q.tokens),
-            covered_by_summary=is_covered, from_seq=chunk.from_seq, to_seq=chunk.to_seq,
-            message_id=message.message_id, seq=message.seq, created_at=message.created_at, role=message.role,
-            speaker=message.speaker, first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1],
-            parts=parts,
+            kind="message", score=round(parts.final, 6), thread_id=card.thread_id, day_label=card.day_label,
+            day_segment_id=day_segment_id(card.thread_id, card.day_label),
+            snippet=make_snippet(text, q.text.split() + q.tokens), covered_by_summary=is_covered,
+            from_seq=chunk.from_seq, to_seq=chunk.to_seq, message_id=card.message_id, seq=card.seq,
+            created_at=card.created_at, role=card.role, speaker=card.speaker,
+            first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1], parts=parts,
         )
 
-    def _fuse(self, raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, q: _Query) -> list[ScoreParts]:
-        lexical = normalise_lexical(raw, matched)
-        has_vec = ~np.isnan(cosine) if cosine is not None else np.zeros(len(raw), dtype=bool)
-        vector = clamp_vector(np.nan_to_num(cosine, nan=0.0)) if cosine is not None else np.zeros(len(raw))
-        lex_rank, vec_rank = ranks_of(raw, present=matched), ranks_of(vector, present=has_vec)
-        if q.mode == "lexical":
-            fused, how = lexical, np.full(len(raw), "lexical")
-        elif q.mode == "vector":
-            fused, how = vector, np.full(len(raw), "vector")
-        elif q.fusion == "rrf":
-            fused, how = rrf_fusion(vec_rank, lex_rank, k=self.settings.rrf_k), np.full(len(raw), "rrf")
-        else:
-            both = weighted_fusion(vector, lexical, vector_weight=self.settings.vector_weight,
-                                   lexical_weight=self.settings.lexical_weight)
-            # a window not yet embedded is scored lexically rather than with a vector score of 0
-            fused, how = np.where(has_vec, both, lexical), np.where(has_vec, "weighted", "lexical")
-        return [ScoreParts(vector=float(vector[i]) if has_vec[i] else None, lexical=float(lexical[i]),
-                           lexical_raw=float(raw[i]), fused=float(fused[i]), penalty=1.0,
-                           vector_rank=int(vec_rank[i]) or None, lexical_rank=int(lex_rank[i]) or None,
-                           fusion=str(how[i])) for i in range(len(raw))]
+    def _fuse(self, raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, q: _Query) -> FusedScores:
+        return fuse(raw, matched, cosine, mode=q.mode, fusion=q.fusion, vector_weight=self.settings.vector_weight,
+                    lexical_weight=self.settings.lexical_weight, rrf_k=self.settings.rrf_k)
 
     # Summaries ------------------------------------------------------------------------------
-    def _summary_hits(self, user_id: str, q: _Query, intervals, limit: int, messages: list[SearchHit]) -> list[SearchHit]:
+    def _scored_summaries(self, user_id: str, q: _Query, intervals) -> "_ScoredSummaries | None":
+        """Every summary the filters allow, fused like windows: hits, and context for messages."""
         matches = self.summaries.match(user_id, q.tokens, q.vector, intervals)
         if not matches.summaries:
+            return None
+        return _ScoredSummaries(matches.summaries, self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q))
+
+    @staticmethod
+    def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
+                      messages: list[SearchHit]) -> list[SearchHit]:
+        if summaries is None:
             return []
-        parts = self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q)
         # A summary leads only if it would have earned a place among the messages on its own score.
         bar = messages[min(limit, len(messages)) - 1].score if messages else 0.0
-        hits = [_summary_hit(s, p, q) for s, p in zip(matches.summaries, parts)
-                if p.fused > 0 and p.fused >= bar]
+        leading = np.flatnonzero((summaries.scores.fused > 0) & (summaries.scores.fused >= bar))
+        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q) for i in leading]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
 
 
-@dataclass(frozen=True, slots=True)
-class _Cited:
-    message_id: str
-    chunk: Chunk
-    parts: ScoreParts
+class _ScoredSummaries:
+    """The summaries the filters allow with their fused scores, and their spans as arrays."""
 
+    def __init__(self, summaries: Sequence[Summary], scores: FusedScores) -> None:
+        self.summaries = tuple(summaries)
+        self.scores = scores
+        self._threads = np.array([s.thread_id for s in summaries], dtype=object)
+        self._from = np.array([s.from_seq for s in summaries], dtype=np.int64)
+        self._to = np.array([s.to_seq for s in summaries], dtype=np.int64)
 
-def _cite(shard: Shard, label: int, parts: ScoreParts, q: _Query, intervals,
-          weights: tuple[float, float], idf: dict[str, float]) -> _Cited | None:
-    """The window's best message for the query, among those the filters allow."""
-    chunk = shard.chunks[label]
-    span = intervals.get(chunk.thread_id) if intervals is not None else None
-    allowed = [span is None or span[0] <= seq <= span[1] for seq in chunk.message_seqs]
-    similarities = shard.message_vectors.similarities(chunk.message_ids, q.vector) if q.vector is not None else None
-    index = best_line(shard.line_tokens(label), allowed, q.tokens, idf.__getitem__, similarities,
-                      vector_weight=weights[0], lexical_weight=weights[1])
-    return None if index is None else _Cited(chunk.message_ids[index], chunk, parts)
-
-
-def _window_candidates(shard: Shard, q: _Query, intervals, depth: int):
-    """Union of the BM25 and HNSW top lists, each candidate scored by both sides.
-
-    Returns (labels, raw BM25, matched-a-term mask, cosine with NaN where a window has no vector).
-    """
-    allowed = shard.allowed(intervals) if intervals is not None else None
-    if allowed is not None and not len(allowed):
-        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None
-    lexical_labels = shard.bm25.search(q.tokens, depth, allowed)[0] if q.tokens else np.zeros(0, dtype=np.int64)
-    found = [lexical_labels] if q.mode != "vector" else []
-    if q.vector is not None and q.mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
-        found.append(shard.hnsw.search(q.vector, depth, allowed)[0])
-    labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
-    raw = np.asarray(shard.bm25.scores_for(q.tokens, labels), dtype=np.float64)
-    matched = np.isin(labels, lexical_labels) | (raw > 0)
-    if q.vector is None:
-        return labels, raw, matched, None
-    cosine = np.full(len(labels), np.nan)
-    with_vec = np.array([int(x) in shard.has_vector for x in labels], dtype=bool)
-    if with_vec.any():
-        cosine[with_vec] = shard.hnsw.vectors(labels[with_vec]) @ q.vector
-    return labels, raw, matched, cosine
+    def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
+        """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
+        out = np.full(len(seqs), np.nan)
+        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
+        for thread in set(thread_ids):  # a user has few threads: one broadcast per thread
+            rows, mine = self._threads == thread, threads == thread
+            inside = (seqs_arr[mine, None] >= self._from[rows]) & (seqs_arr[mine, None] <= self._to[rows])
+            best = np.where(inside, self.scores.fused[rows], -np.inf).max(axis=1, initial=-np.inf)
+            out[mine] = np.where(np.isfinite(best), best, np.nan)
+        return out
 
 
 def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query) -> SearchHit:
@@ -218,6 +214,12 @@ def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query) -> SearchHit:
         from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
         summary_kind=summary.kind, parts=parts,
     )
+
+
+def _without_label(line: str, label: str) -> str:
+    """A window line without its "Speaker: " prefix: the message's indexed text, for the snippet."""
+    prefix = f"{label}: "
+    return line[len(prefix):] if line.startswith(prefix) else line
 
 
 def _check_query(query: object) -> str:

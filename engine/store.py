@@ -166,6 +166,13 @@ class Store:
         )
         return [message_from_row(r) for r in rows]
 
+    def message_metadata(self, user_id: str) -> pa.Table:
+        """What a search shows of each of the user's messages, without their text: one query, as Arrow
+        (the shard's message table loads it vectorised). created_at stays naive UTC, as stored."""
+        return self.db.fetch_arrow(
+            "SELECT thread_id, seq, message_id, created_at, day_label, role, speaker, tools_used "
+            "FROM messages WHERE user_id = ?", [user_id])
+
     def messages_in_range(self, thread_id: str, start_seq: int, end_seq: int | None = None, *,
                           limit: int | None = None, include_notes: bool = True) -> list[Message]:
         """Messages with start_seq <= seq < end_seq (end None: to the end), in order."""

@@ -43,6 +43,7 @@ __all__ = [
     "TokenCounter",
     "WordPieceCounter",
     "speaker_label",
+    "label_for",
     "render_line",
     "cap_tool_output",
     "chunk_thread",
@@ -180,11 +181,16 @@ def _cut_candidates(starts: list[int], word_start: list[bool], first: int, last:
 
 def speaker_label(message: Message) -> str:
     """The message's speaker, else its role capitalised; tool messages name their tools."""
-    if message.speaker:
-        return message.speaker
-    if message.role == "tool" and message.tools_used:
-        return f"Tool: {', '.join(message.tools_used)}"
-    return message.role.capitalize()
+    return label_for(message.speaker, message.role, message.tools_used)
+
+
+def label_for(speaker: str | None, role: str, tools_used: Sequence[str] | None) -> str:
+    """`speaker_label` from the fields alone (bulk loads have columns, not Message objects)."""
+    if speaker:
+        return speaker
+    if role == "tool" and tools_used:
+        return f"Tool: {', '.join(tools_used)}"
+    return role.capitalize()
 
 
 def render_line(message: Message) -> str:

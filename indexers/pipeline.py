@@ -6,6 +6,9 @@
   results are cached as they come, so an interrupted job loses at most one batch.
 * `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
   new version and swaps it in; readers keep the old shard object until the swap.
+* Every shard also holds its user's message metadata (`MessageTable`, never saved): loaded from
+  the store in one query with the shard, then kept current by `_update_thread` and
+  `forget_messages`, so a search builds its hits without SQL.
 """
 
 from __future__ import annotations
@@ -92,15 +95,19 @@ class IndexPipeline:
     def _load_or_create(self, user_id: str) -> Shard:
         lexical_only = self.embedder is None
         loaded = Shard.load(self.root, user_id, self.tokenizer, ef=self.params.hnsw.ef, with_vectors=not lexical_only)
-        if loaded is not None:
-            loaded.manifest.check_compatible(self.spec(), lexical_only=lexical_only)
-            return loaded
-        return self._fresh_shard(user_id)
+        if loaded is None:
+            return self._fresh_shard(user_id)
+        loaded.manifest.check_compatible(self.spec(), lexical_only=lexical_only)
+        loaded.messages.put_arrow(self.store.message_metadata(user_id))
+        return loaded
 
     def _fresh_shard(self, user_id: str) -> Shard:
+        """An empty shard; its message table starts full, so a search can show any stored message."""
         manifest = Manifest(user_id=user_id, spec=self.spec())
         hnsw_params = self.params.hnsw if self.embedder else None
-        return Shard.empty(manifest, self.tokenizer, Bm25Index(self.params.bm25), hnsw_params)
+        shard = Shard.empty(manifest, self.tokenizer, Bm25Index(self.params.bm25), hnsw_params)
+        shard.messages.put_arrow(self.store.message_metadata(user_id))
+        return shard
 
     def forget_user(self, user_id: str) -> None:
         """Drop the user's shard from memory and disk, and its cached embeddings."""
@@ -129,6 +136,7 @@ class IndexPipeline:
             return 0, 0, 0
         tail = shard.manifest.tails.get(thread_id, 0)
         messages = self.store.messages_in_range(thread_id, tail)
+        shard.messages.put(messages)
         fresh = chunk_thread(messages, self.params.chunk, self.counter)
         removed, added = self._replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh)
         new_tail = fresh[-1].from_seq if fresh else tail
@@ -238,6 +246,7 @@ class IndexPipeline:
         embeddings, re-chunk the survivors of that stretch and save. Returns windows dropped."""
         shard = self.shard(user_id)
         with shard.lock:
+            shard.messages.forget(thread_id, seqs)
             doomed = shard.labels_touching(thread_id, seqs)
             if not doomed:
                 return 0

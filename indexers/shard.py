@@ -30,6 +30,7 @@ from indexers.chunking import Chunk
 from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
+from indexers.message_table import MessageTable
 from indexers.message_vectors import MessageVectors
 
 __all__ = ["Shard", "shard_dir", "current_version_dir"]
@@ -60,7 +61,7 @@ class Shard:
 
     def __init__(self, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index,
                  hnsw: HnswIndex | None, chunks: dict[int, Chunk], has_vector: set[int],
-                 message_vectors: MessageVectors | None = None) -> None:
+                 message_vectors: MessageVectors | None = None, messages: MessageTable | None = None) -> None:
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.bm25 = bm25
@@ -68,6 +69,8 @@ class Shard:
         self.chunks = chunks
         self.has_vector = has_vector
         self.message_vectors = message_vectors or MessageVectors(manifest.spec.dim)
+        # what search hits show of each message; the pipeline fills it from the store, it is never saved
+        self.messages = messages if messages is not None else MessageTable()
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._pending: int | None = None

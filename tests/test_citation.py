@@ -1,38 +1,13 @@
-"""Citing the best message of a window, and message vectors on disk."""
+"""Snippets, message vectors on disk, and summary coverage."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.citation import best_line, make_snippet
+from engine.citation import make_snippet
 from engine.errors import IndexStateError
 from indexers.message_vectors import MessageVectors
-
-LINES = (frozenset({"postgres", "decid"}), frozenset({"cat", "sleep"}), frozenset({"order", "7731"}))
-
-
-def weight(token: str) -> float:
-    return 1.0
-
-
-def test_lexical_citation_picks_the_line_sharing_most_query_weight():
-    assert best_line(LINES, [True] * 3, ["order", "7731"], weight) == 2
-
-
-def test_vector_citation_picks_the_closest_line_when_words_do_not_match():
-    assert best_line(LINES, [True] * 3, ["pets"], weight, similarities=[0.1, 0.6, 0.2]) == 1
-
-
-def test_shared_words_and_meaning_are_blended():
-    # line 0 shares the query's word, line 1 is slightly closer in meaning: the word wins at 0.3 weight
-    assert best_line(LINES, [True] * 3, ["postgres"], weight, similarities=[0.50, 0.55, 0.1]) == 0
-
-
-def test_filtered_lines_are_never_cited():
-    assert best_line(LINES, [False, True, False], ["order"], weight) == 1
-    assert best_line(LINES, [False] * 3, ["order"], weight) is None
-
 
 def test_snippet_centres_on_the_match():
     text = "x " * 300 + "ECONNRESET from the proxy " + "y " * 300

@@ -13,9 +13,10 @@ from engine.ranking import (
     ScoreParts,
     apply_penalty,
     clamp_vector,
-    dedupe_best,
     merge_summaries_first,
+    message_scores,
     normalise_lexical,
+    own_scores,
     passes_floor,
     ranks_of,
     rrf_fusion,
@@ -91,10 +92,51 @@ def test_floor_never_drops_a_strong_keyword_hit():
     assert passes_floor(weak, None)
 
 
-def test_dedupe_keeps_the_best_per_key():
-    items = [("m1", 0.4), ("m2", 0.9), ("m1", 0.8)]
-    kept = dedupe_best(items, key=lambda x: x[0], score=lambda x: x[1])
-    assert sorted(kept) == [("m1", 0.8), ("m2", 0.9)]
+WEIGHTS = {"vector_weight": 0.7, "lexical_weight": 0.3}
+
+
+def test_own_lexical_score_is_the_shared_query_weight_relative_to_the_best_line():
+    assert own_scores([np.nan] * 3, [2.0, 0.0, 4.0], mode="lexical", **WEIGHTS).tolist() == [0.5, 0.0, 1.0]
+
+
+def test_own_vector_score_picks_the_closest_line_when_words_do_not_match():
+    own = own_scores([0.1, 0.6, 0.2], [0.0, 0.0, 0.0], mode="hybrid", **WEIGHTS)
+    assert int(np.argmax(own)) == 1
+
+
+def test_own_score_blends_shared_words_and_meaning():
+    # line 0 shares the query's word, line 1 is slightly closer in meaning: the word wins at 0.3 weight
+    own = own_scores([0.50, 0.55, 0.1], [1.0, 0.0, 0.0], mode="hybrid", **WEIGHTS)
+    assert own == pytest.approx([0.7 * 0.50 + 0.3, 0.7 * 0.55, 0.7 * 0.1])
+    assert own_scores([0.5, 0.55], [1.0, 0.0], mode="vector", **WEIGHTS).tolist() == [0.5, 0.55]
+
+
+def test_a_line_without_a_vector_is_scored_on_its_words():
+    own = own_scores([np.nan, 0.9], [1.0, 0.5], mode="hybrid", **WEIGHTS)
+    assert own[0] == 1.0 and own[1] == pytest.approx(0.7 * 0.9 + 0.3 * 0.5)
+
+
+def test_a_reply_in_a_strong_window_beats_a_near_match_in_a_weak_one():
+    # the reply shares no word with the query, but its window (question + reply) matches well
+    scores = message_scores([0.9, 0.3], [0.4, 0.6], [np.nan, np.nan], own_weight=0.3, summary_weight=0.25)
+    assert scores == pytest.approx([0.7 * 0.9 + 0.3 * 0.4, 0.7 * 0.3 + 0.3 * 0.6])
+    assert scores[0] > scores[1]
+
+
+def test_the_covering_summary_lends_its_score_and_no_summary_is_neutral():
+    covered = message_scores([0.5, 0.5], [0.5, 0.5], [1.0, 0.0], own_weight=0.3, summary_weight=0.25)
+    assert covered == pytest.approx([0.75 * 0.5 + 0.25, 0.75 * 0.5])
+    uncovered = message_scores([0.5], [0.5], [np.nan], own_weight=0.3, summary_weight=0.25)
+    assert uncovered == pytest.approx([0.5])  # not yet summarised: not demoted
+    assert message_scores([0.5], [0.5], [1.0], own_weight=0.3, summary_weight=0.0) == pytest.approx([0.5])
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=20),
+       st.floats(0, 1), st.floats(0, 1))
+def test_message_scores_stay_in_0_1(rows, own_weight, summary_weight):
+    window, own, summary = (np.array(c) for c in zip(*rows))
+    scores = message_scores(window, own, summary, own_weight=own_weight, summary_weight=summary_weight)
+    assert np.all((scores >= -1e-12) & (scores <= 1 + 1e-12))
 
 
 def test_ties_go_to_the_newer_day_then_the_newer_message():

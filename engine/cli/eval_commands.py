@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--fusion", choices=("weighted", "rrf"), help="hybrid fusion (default: the settings')")
     q.add_argument("--no-summaries", action="store_true", help="search messages only (kinds=message)")
     q.add_argument("--no-penalty", action="store_true", help="do not down-weight messages covered by a summary")
+    q.add_argument("--no-summary-context", action="store_true",
+                   help="score messages without the score of the summary covering them")
     q.add_argument("--limit-conversations", type=int, metavar="N", help="only the file's first N conversations")
     q.add_argument("--max-questions", type=int, metavar="N", help="only the first N QA items of each conversation")
     q.add_argument("--json", action="store_true", help="also print the result as one JSON object on the last line")
@@ -49,7 +51,8 @@ def locomo(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"no such file: {args.data}: give the LoCoMo JSON file with --data")
     try:
         config = RunConfig(mode=args.mode, fusion=args.fusion, summaries=not args.no_summaries,
-                           penalty=not args.no_penalty, ks=parse_ks(args.k))
+                           penalty=not args.no_penalty, summary_context=not args.no_summary_context,
+                           ks=parse_ks(args.k))
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from None
     for name in ("limit_conversations", "max_questions"):

@@ -74,6 +74,7 @@ class RunConfig:
     fusion: str | None = None  # None: the settings' default
     summaries: bool = True  # kinds=("summary", "message") rather than ("message",)
     penalty: bool = True
+    summary_context: bool = True  # a message's score takes in its covering summary's
     ks: tuple[int, ...] = DEFAULT_KS
 
     def __post_init__(self) -> None:
@@ -92,6 +93,7 @@ class RunConfig:
     def label(self, default_fusion: str = "weighted") -> str:
         fused = f"/{self.fusion or default_fusion}" if self.mode == "hybrid" else ""
         extras = ("+summaries" if self.summaries else " messages only") + ("" if self.penalty else " no-penalty")
+        extras += "" if self.summary_context else " no-summary-context"
         return f"{self.mode}{fused}{extras}"
 
 
@@ -280,7 +282,8 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
     for item in corpus.items:
         began = time.perf_counter()
         response = corpus.engine.search(item.user_id, item.question, limit=config.limit, kinds=config.kinds,
-                                        mode=config.mode, fusion=config.fusion, penalty=config.penalty)
+                                        mode=config.mode, fusion=config.fusion, penalty=config.penalty,
+                                        summary_context=config.summary_context)
         latencies.append((time.perf_counter() - began) * 1000)
         modes[response.mode] += 1
         if response.notice:

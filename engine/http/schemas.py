@@ -172,6 +172,10 @@ class ScorePartsOut(BaseModel):
     vector_rank: int | None = Field(description="1-based rank among vector candidates.")
     lexical_rank: int | None = Field(description="1-based rank among lexical matches.")
     fusion: str = Field(description="How the score was made: weighted, rrf, lexical or vector.")
+    window: float | None = Field(None, description="Message hits: fused score of the best window holding the "
+                                 "message (vector, lexical and the ranks are that window's).")
+    own: float | None = Field(None, description="Message hits: how well the message's own line matches.")
+    summary: float | None = Field(None, description="Message hits: fused score of the best summary covering it.")
 
 
 class SearchHitOut(BaseModel):
@@ -184,7 +188,7 @@ class SearchHitOut(BaseModel):
     covered_by_summary: bool = Field(description="A summary already covers this message.")
     from_seq: int = Field(description="First seq the hit spans.")
     to_seq: int = Field(description="Last seq the hit spans.")
-    message_id: str | None = Field(None, description="The message to cite: the best match of its window.")
+    message_id: str | None = Field(None, description="The message to cite.")
     seq: int | None = Field(None, description="Seq of that message.")
     created_at: datetime | None = Field(None, description="When that message was written (UTC).")
     role: str | None = Field(None, description="Role of that message.")

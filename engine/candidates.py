@@ -1,0 +1,97 @@
+"""Query-time candidates from a user's shard: windows from BM25 and HNSW, then their messages.
+
+Windows are what the indexes hold (context makes them findable); messages are what a search
+returns. `window_candidates` scores the union of both top lists on both sides; `expand_to_messages`
+turns the best windows into one entry per message, each carrying its best window as context.
+Callers hold the shard's lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from indexers.chunking import Chunk
+from indexers.shard import Shard
+
+__all__ = ["WindowCandidates", "MessageCandidates", "window_candidates", "expand_to_messages"]
+
+Intervals = Mapping[str, tuple[int, int]]  # thread -> (first seq, last seq) the filters allow
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCandidates:
+    labels: np.ndarray  # shard labels
+    raw: np.ndarray  # raw BM25
+    matched: np.ndarray  # shares a term with the query (or is in the BM25 top list)
+    cosine: np.ndarray | None  # NaN where a window has no vector yet; None without a query vector
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCandidates:
+    """One entry per message of the expanded windows, in order of its best window's score."""
+
+    message_ids: tuple[str, ...]
+    chunks: tuple[Chunk, ...]  # the best-scoring window holding the message: its context
+    lines: tuple[int, ...]  # the message's line in that window
+    windows: np.ndarray  # index into the window candidates of that window
+    cosine: np.ndarray  # the message's own cosine with the query, NaN without a vector
+    shared: np.ndarray  # query weight (idf) its own line shares
+
+
+def window_candidates(shard: Shard, tokens: Sequence[str], vector: np.ndarray | None, mode: str,
+                      intervals: Intervals | None, depth: int) -> WindowCandidates:
+    """Union of the BM25 and HNSW top lists (within the filters), each scored by both sides."""
+    allowed = shard.allowed(intervals) if intervals is not None else None
+    if allowed is not None and not len(allowed):
+        return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None)
+    lexical_labels = shard.bm25.search(tokens, depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
+    found = [lexical_labels] if mode != "vector" else []
+    if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
+        found.append(shard.hnsw.search(vector, depth, allowed)[0])
+    labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+    raw = np.asarray(shard.bm25.scores_for(tokens, labels), dtype=np.float64)
+    matched = np.isin(labels, lexical_labels) | (raw > 0)
+    if vector is None:
+        return WindowCandidates(labels, raw, matched, None)
+    cosine = np.full(len(labels), np.nan)
+    with_vec = np.array([int(x) in shard.has_vector for x in labels], dtype=bool)
+    if with_vec.any():
+        cosine[with_vec] = shard.hnsw.vectors(labels[with_vec]) @ vector
+    return WindowCandidates(labels, raw, matched, cosine)
+
+
+def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, tokens: Sequence[str],
+                       vector: np.ndarray | None, idf: Mapping[str, float],
+                       intervals: Intervals | None) -> MessageCandidates:
+    """Every message the filters allow in the windows `labels[order]` (best first), each once.
+
+    A message in two windows (they overlap) keeps the first, that is the better-scoring, one.
+    """
+    wanted = frozenset(tokens)
+    seen: set[str] = set()
+    ids: list[str] = []
+    chunks: list[Chunk] = []
+    lines: list[int] = []
+    windows: list[int] = []
+    shared: list[float] = []
+    for index in order:
+        label = int(labels[index])
+        chunk = shard.chunks[label]
+        span = intervals.get(chunk.thread_id) if intervals is not None else None
+        line_tokens = shard.line_tokens(label)
+        for line, (message_id, seq) in enumerate(zip(chunk.message_ids, chunk.message_seqs)):
+            if message_id in seen or (intervals is not None and (span is None or not span[0] <= seq <= span[1])):
+                continue
+            seen.add(message_id)
+            ids.append(message_id)
+            chunks.append(chunk)
+            lines.append(line)
+            windows.append(int(index))
+            shared.append(sum(idf[t] for t in wanted & line_tokens[line]))
+    cosine = (shard.message_vectors.similarities(ids, vector) if vector is not None and ids
+              else np.full(len(ids), np.nan))
+    return MessageCandidates(tuple(ids), tuple(chunks), tuple(lines), np.asarray(windows, dtype=np.int64),
+                             np.asarray(cosine, dtype=np.float64), np.asarray(shared, dtype=np.float64))
