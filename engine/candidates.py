@@ -49,17 +49,21 @@ def window_candidates(shard: Shard, tokens: Sequence[str], vector: np.ndarray | 
         return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None)
     lexical_labels = shard.bm25.search(tokens, depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
     found = [lexical_labels] if mode != "vector" else []
+    near, near_cosine = np.zeros(0, dtype=np.int64), np.zeros(0)
     if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
-        found.append(shard.hnsw.search(vector, depth, allowed)[0])
+        near, near_cosine = shard.hnsw.search(vector, depth, allowed)
+        found.append(near)
     labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
     raw = np.asarray(shard.bm25.scores_for(tokens, labels), dtype=np.float64)
     matched = np.isin(labels, lexical_labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None)
     cosine = np.full(len(labels), np.nan)
-    with_vec = np.array([int(x) in shard.has_vector for x in labels], dtype=bool)
-    if with_vec.any():
-        cosine[with_vec] = shard.hnsw.vectors(labels[with_vec]) @ vector
+    # the HNSW hits come with their exact cosine; only the lexical-only ones need their vectors read
+    cosine[np.searchsorted(labels, near)] = near_cosine
+    todo = np.array([np.isnan(c) and int(x) in shard.has_vector for x, c in zip(labels, cosine)], dtype=bool)
+    if todo.any():
+        cosine[todo] = shard.hnsw.vectors(labels[todo]) @ vector
     return WindowCandidates(labels, raw, matched, cosine)
 
 

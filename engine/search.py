@@ -25,7 +25,7 @@ from engine.models import Summary, day_segment_id
 from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
                             own_scores, passes_floor, tie_break_key)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
-from engine.summary_index import Coverage, SummaryIndex
+from engine.summary_index import Coverage, Spans, SummaryIndex
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
@@ -169,7 +169,8 @@ class Searcher:
         matches = self.summaries.match(user_id, q.tokens, q.vector, intervals)
         if not matches.summaries:
             return None
-        return _ScoredSummaries(matches.summaries, self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q))
+        fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q)
+        return _ScoredSummaries(matches.summaries, fused, matches.spans)
 
     @staticmethod
     def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
@@ -178,29 +179,31 @@ class Searcher:
             return []
         # A summary leads only if it would have earned a place among the messages on its own score.
         bar = messages[min(limit, len(messages)) - 1].score if messages else 0.0
-        leading = np.flatnonzero((summaries.scores.fused > 0) & (summaries.scores.fused >= bar))
-        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q) for i in leading]
+        fused = summaries.scores.fused
+        leading = np.flatnonzero((fused > 0) & (fused >= bar))
+        # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show
+        days = np.array([d.toordinal() if (d := summaries.summaries[i].day_label) else 0 for i in leading])
+        best = leading[np.lexsort((-summaries.spans.ends[leading], -days, -np.round(fused[leading], 6)))][:limit]
+        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q) for i in best]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
 
 
+@dataclass(frozen=True, slots=True)
 class _ScoredSummaries:
-    """The summaries the filters allow with their fused scores, and their spans as arrays."""
+    """The summaries the filters allow, their fused scores, and their spans as arrays."""
 
-    def __init__(self, summaries: Sequence[Summary], scores: FusedScores) -> None:
-        self.summaries = tuple(summaries)
-        self.scores = scores
-        self._threads = np.array([s.thread_id for s in summaries], dtype=object)
-        self._from = np.array([s.from_seq for s in summaries], dtype=np.int64)
-        self._to = np.array([s.to_seq for s in summaries], dtype=np.int64)
+    summaries: tuple[Summary, ...]
+    scores: FusedScores
+    spans: Spans
 
     def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
         """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
         out = np.full(len(seqs), np.nan)
         seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
         for thread in set(thread_ids):  # a user has few threads: one broadcast per thread
-            rows, mine = self._threads == thread, threads == thread
-            inside = (seqs_arr[mine, None] >= self._from[rows]) & (seqs_arr[mine, None] <= self._to[rows])
+            rows, mine = self.spans.threads == thread, threads == thread
+            inside = (seqs_arr[mine, None] >= self.spans.starts[rows]) & (seqs_arr[mine, None] <= self.spans.ends[rows])
             best = np.where(inside, self.scores.fused[rows], -np.inf).max(axis=1, initial=-np.inf)
             out[mine] = np.where(np.isfinite(best), best, np.nan)
         return out

@@ -10,6 +10,7 @@ import bisect
 import hashlib
 import threading
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from engine.models import Summary
 from indexers.bm25 import Bm25Index
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "Coverage", "summary_text"]
+__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,7 @@ class SummaryMatches:
     lexical_raw: np.ndarray
     matched: np.ndarray  # shares a term with the query
     cosine: np.ndarray | None  # None when there are no vectors (lexical mode)
+    spans: "Spans"  # of these summaries, as arrays
 
 
 class Coverage:
@@ -51,12 +53,39 @@ class Coverage:
 
 
 @dataclass(frozen=True, slots=True)
+class Spans:
+    """Where summaries lie, as arrays: a query tests thousands of them without a Python loop."""
+
+    threads: np.ndarray  # object: thread ids
+    starts: np.ndarray  # from_seq
+    ends: np.ndarray  # to_seq (inclusive)
+
+    @classmethod
+    def of(cls, summaries: Sequence[Summary]) -> "Spans":
+        return cls(np.array([s.thread_id for s in summaries], dtype=object),
+                   np.array([s.from_seq for s in summaries], dtype=np.int64),
+                   np.array([s.to_seq for s in summaries], dtype=np.int64))
+
+    def take(self, rows: np.ndarray) -> "Spans":
+        return Spans(self.threads[rows], self.starts[rows], self.ends[rows])
+
+    def overlapping(self, intervals: dict[str, tuple[int, int]]) -> np.ndarray:
+        """Rows whose span overlaps the allowed seq interval of their thread."""
+        keep = np.zeros(len(self.starts), dtype=bool)
+        for thread_id, (lo, hi) in intervals.items():
+            keep |= (self.threads == thread_id) & (self.starts <= hi) & (self.ends >= lo)
+        return np.flatnonzero(keep)
+
+
+@dataclass(frozen=True, slots=True)
 class _Entry:
     fingerprint: tuple
     summaries: tuple[Summary, ...]
     bm25: Bm25Index
     vectors: np.ndarray | None
     coverage: Coverage
+    spans: Spans
+    every: np.ndarray  # labels 0..n-1: what an unfiltered query scores
 
 
 class SummaryIndex:
@@ -69,15 +98,17 @@ class SummaryIndex:
               intervals: dict[str, tuple[int, int]] | None) -> SummaryMatches:
         """Every summary of the user the filters allow, with its raw BM25 and cosine."""
         entry = self._entry(user_id, with_vectors=query_vector is not None)
-        keep = [i for i, s in enumerate(entry.summaries) if _inside(s, intervals)]
-        labels = np.asarray(keep, dtype=np.int64)
-        raw = entry.bm25.scores_for(query_tokens, labels) if keep else np.zeros(0)
-        hits = entry.bm25.search(query_tokens, len(keep), labels)[0] if keep and query_tokens else np.zeros(0)
-        matched = np.isin(labels, hits) | (np.asarray(raw) > 0)
+        filtered = intervals is not None
+        labels = entry.spans.overlapping(intervals) if filtered else entry.every
+        raw = np.asarray(entry.bm25.scores_for(query_tokens, labels) if len(labels) else np.zeros(0), dtype=np.float64)
+        hits = (entry.bm25.search(query_tokens, len(labels), labels if filtered else None)[0]
+                if len(labels) and query_tokens else np.zeros(0))
+        matched = np.isin(labels, hits) | (raw > 0)
         cosine = None
-        if query_vector is not None and entry.vectors is not None:
-            cosine = entry.vectors[labels] @ query_vector if keep else np.zeros(0)
-        return SummaryMatches(tuple(entry.summaries[i] for i in keep), np.asarray(raw, dtype=np.float64), matched, cosine)
+        if query_vector is not None and entry.vectors is not None:  # no copy of the matrix when unfiltered
+            cosine = (entry.vectors[labels] if filtered else entry.vectors) @ query_vector
+        summaries = tuple(entry.summaries[i] for i in labels) if filtered else entry.summaries
+        return SummaryMatches(summaries, raw, matched, cosine, entry.spans.take(labels) if filtered else entry.spans)
 
     def summaries_of(self, user_id: str) -> tuple[Summary, ...]:
         return self._entry(user_id, with_vectors=False).summaries
@@ -109,16 +140,10 @@ class SummaryIndex:
         if with_vectors and self.pipeline.embedder is not None and summaries:
             hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
             vectors, _ = self.pipeline.cached_vectors(user_id, hashes, texts)
-        return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries))
+        return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries), Spans.of(summaries),
+                      np.arange(len(summaries), dtype=np.int64))
 
 
 def summary_text(summary: Summary) -> str:
     """What a summary is indexed and embedded as."""
     return f"{summary.title}\n{summary.markdown}" if summary.title else summary.markdown
-
-
-def _inside(summary: Summary, intervals: dict[str, tuple[int, int]] | None) -> bool:
-    if intervals is None:
-        return True
-    span = intervals.get(summary.thread_id)
-    return span is not None and summary.from_seq <= span[1] and summary.to_seq >= span[0]
