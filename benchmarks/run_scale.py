@@ -159,6 +159,7 @@ class SizeResult:
     index_s: float = 0.0
     index_embed_s: float = 0.0
     index_cpu_s: float = 0.0
+    reindex: dict[str, float] = field(default_factory=dict)  # warm-cache rebuild, when asked (--reindex)
     queries: int = 0
     latency_ms: dict[str, tuple[float, float]] = field(default_factory=dict)  # kind -> wall (p50, p99)
     cpu_ms: dict[str, tuple[float, float]] = field(default_factory=dict)  # kind -> process CPU (p50, p99)
@@ -260,8 +261,12 @@ def profile_queries(engine: ConversationEngine, queries: Sequence[str], path: Pa
 
 def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None = None, n_queries: int = 200,
              batch: int = 1000, seed: int = 0, naive: bool = True, probe: bool = True,
-             profile: Path | None = None) -> SizeResult:
-    """Everything for one size, in a fresh data directory: `model` indexes, `cost` times queries."""
+             profile: Path | None = None, reindex: bool = False,
+             checkpoint: Callable[[SizeResult], None] = lambda r: None) -> SizeResult:
+    """Everything for one size, in a fresh data directory: `model` indexes, `cost` times queries.
+
+    `checkpoint` gets the result before the naive baseline runs: at 1M its rank-bm25 build is the
+    longest and hungriest step, and a run that dies there keeps what it measured."""
     result = SizeResult(size=size, vectors=model.name, load_avg=(os.getloadavg()[0], 0.0))
     home, timed = workdir / f"scale-{size}-{model.name}", TimedEmbedder(model)
     with ConversationEngine(home, embedder=timed) as engine:
@@ -279,6 +284,9 @@ def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None
         if profile is not None:
             engine.searcher.query_embedder = DeadlineEmbedder(QueryEmbedder(model, vectors, cost))
             profile_queries(engine, queries, profile.with_suffix(f".{size}.prof"))
+        if reindex:
+            result.reindex = _reindex(engine, timed)
+        checkpoint(result)
         if naive:
             _naive(engine, queries, vectors, core_tops, embed_ms, result)
     result.index_mb = dir_mb(home / "indexes")
@@ -287,6 +295,14 @@ def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None
         result.serving = serving_probe(home, queries[:50], seed)
     result.load_avg = (round(result.load_avg[0], 2), round(os.getloadavg()[0], 2))
     return result
+
+
+def _reindex(engine: ConversationEngine, timed: TimedEmbedder) -> dict[str, float]:
+    """Rebuild the shard from the store with a warm embedding cache: seconds, and what it embedded."""
+    before, started = timed.seconds, time.perf_counter()
+    report = engine.reindex(USER)[0]
+    return {"seconds": round(time.perf_counter() - started, 2), "embed_s": round(timed.seconds - before, 2),
+            "embeddings_reused": report.embeddings_reused, "embeddings_computed": report.embeddings_computed}
 
 
 # Serving memory ---------------------------------------------------------------------------------
@@ -379,6 +395,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     add("--batch", type=int, default=1000, help="messages per engine.ingest call")
     add("--seed", type=int, default=0)
     add("--overhead", type=int, default=0, help="messages for the indexing-overhead run (0: skip)")
+    add("--summarizer", choices=("extractive", "none"), default=None,
+        help="the engine's summarizer for this run (default: its settings; 'none' skips day and conversation summaries)")
+    add("--reindex", action="store_true", help="also time a reindex with the warm embedding cache")
     add("--no-naive", action="store_true")
     add("--no-probe", action="store_true", help="skip the fresh-process serving memory probe")
     add("--workdir", type=Path, default=None, help="parent of the data directories (default: temp)")
@@ -391,6 +410,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parse(argv)
+    if args.summarizer:  # through the environment, so the serving probe's process gets it too
+        os.environ["CONVSEARCH_SUMMARIZER"] = args.summarizer
     if args.probe:
         _probe(args.probe, args.seed)
         return {}
@@ -406,7 +427,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for n in (int(x) for x in args.sizes.split(",") if x.strip()):
             results.append(run_size(n, model=model, workdir=Path(tmp), cost=cost, n_queries=args.queries,  # type: ignore[arg-type]
                                     batch=args.batch, seed=args.seed, naive=not args.no_naive,
-                                    probe=not args.no_probe, profile=args.profile))
+                                    probe=not args.no_probe, profile=args.profile, reindex=args.reindex,
+                                    checkpoint=lambda r: _save({**report, "partial": asdict(r)}, args.json)))
             report["results"].append(asdict(results[-1]))
             _save(report, args.json)  # after each size: a long run that dies keeps what it measured
         if args.overhead and real is not None:

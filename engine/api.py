@@ -203,8 +203,10 @@ class ConversationEngine:
     def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
         with self.write_lock:
             reports = [self.pipeline.reindex(u, progress=progress) for u in self.users(user_id)]
-        for user in self.users(user_id):
-            self.summary_index.forget(user)
+            for user in self.users(user_id):
+                # summaries' vectors stay cached: their index is rebuilt from the cache, not re-embedded
+                self.deleter.forget_unused_vectors(user)
+                self.summary_index.forget(user)
         return reports
 
     # Search ---------------------------------------------------------------------------------

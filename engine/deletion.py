@@ -37,21 +37,19 @@ class Deleter:
         for thread_id, doomed in by_thread.items():
             self._delete_in_thread(user_id, thread_id, doomed)
         if messages:
-            self._forget_unused_vectors(user_id)
+            self.forget_unused_vectors(user_id)
         self.summary_index.forget(user_id)
         return len(messages)
 
-    def _forget_unused_vectors(self, user_id: str) -> None:
-        """Drop cached vectors no live window or summary uses: a window re-chunked or a summary
-        rewritten since it was embedded left its old text's vector behind, and it may hold the
-        deleted words."""
+    def forget_unused_vectors(self, user_id: str) -> None:
+        """Drop cached vectors no live window, message line or summary uses: a window re-chunked
+        or a summary rewritten since it was embedded left its old text's vector behind, and it
+        may hold deleted words. (Also after a reindex, which may re-chunk.)"""
         if self.pipeline.cache is None:
             return
-        shard = self.pipeline.shard(user_id)
-        with shard.lock:
-            live = [c.content_hash for c in shard.chunks.values()]
-        live += [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
-                 for s in self.store.timeline.summaries_of_user(user_id)]
+        live = self.pipeline.live_hashes(user_id)
+        live.update(hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
+                    for s in self.store.timeline.summaries_of_user(user_id))
         self.pipeline.cache.keep_only(user_id, live)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:

@@ -32,7 +32,7 @@ from indexers.manifest import BuildSpec, Manifest
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "line_hash"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -54,6 +54,11 @@ class IndexReport:
     embeddings_reused: int
     embeddings_computed: int
     seconds: float
+
+
+def line_hash(line: str) -> str:
+    """The embedding cache key of a message's own line (a window's key is its Chunk.content_hash)."""
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()
 
 
 class IndexPipeline:
@@ -159,14 +164,16 @@ class IndexPipeline:
         """Give every window of the live shard without a vector its vector; (reused, computed)."""
         return self._embed_shard(user_id, self.shard(user_id), progress)
 
-    def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, batch: int = 256) -> tuple[int, int]:
+    def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, block: int = 4096) -> tuple[int, int]:
+        """Vectors for the shard's windows without one, a block at a time: one cache lookup per
+        block (it scans the cache table), embedding in batches within it."""
         if self.embedder is None or self.cache is None:
             return 0, 0
         with shard.lock:
             labels = shard.without_vectors()
         reused = computed = 0
-        for start in range(0, len(labels), batch):
-            part = np.asarray(labels[start:start + batch], dtype=np.int64)
+        for start in range(0, len(labels), block):
+            part = np.asarray(labels[start:start + block], dtype=np.int64)
             with shard.lock:
                 part = part[[int(x) in shard.chunks for x in part]]  # a concurrent update may have replaced some
                 chunks = [shard.chunks[int(x)] for x in part]
@@ -177,7 +184,7 @@ class IndexPipeline:
             message_hits, message_computed = self._embed_messages(user_id, shard, chunks, vectors)
             reused, computed = reused + hits + message_hits, computed + len(part) - hits + message_computed
             if progress:
-                progress(min(start + batch, len(labels)), len(labels))
+                progress(min(start + block, len(labels)), len(labels))
         return reused, computed
 
     def _embed_messages(self, user_id: str, shard: Shard, chunks: Sequence[Chunk], window_vectors: np.ndarray) -> tuple[int, int]:
@@ -193,15 +200,16 @@ class IndexPipeline:
                     lines.setdefault(message_id, line)
         lines = {m: t for m, t in lines.items() if m not in own}
         ids = sorted(lines)
-        hashes = [hashlib.sha256(lines[m].encode("utf-8")).hexdigest() for m in ids]
-        vectors, hits = self.cached_vectors(user_id, hashes, [lines[m] for m in ids])
+        vectors, hits = self.cached_vectors(user_id, [line_hash(lines[m]) for m in ids], [lines[m] for m in ids])
         with shard.lock:
             shard.message_vectors.put(list(own), np.array(list(own.values())) if own else np.zeros((0, 1)))
             shard.message_vectors.put(ids, vectors)
         return hits, len(ids) - hits
 
-    def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str]) -> tuple[np.ndarray, int]:
-        """Vectors of texts keyed by content hash, from the cache where it has them; (vectors, hits)."""
+    def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str],
+                       batch: int = 256) -> tuple[np.ndarray, int]:
+        """Vectors of texts keyed by content hash, from the cache where it has them; (vectors, hits).
+        What is missing is embedded and cached `batch` texts at a time: a crash loses one batch."""
         if self.embedder is None or self.cache is None:
             raise ValueError("no embedder is configured")
         if not hashes:
@@ -209,11 +217,21 @@ class IndexPipeline:
         known = self.cache.get(user_id, hashes)
         hits = sum(1 for h in hashes if h in known)
         missing = sorted({h: t for h, t in zip(hashes, texts) if h not in known}.items())
-        if missing:
-            vectors = self.embedder.embed([text for _, text in missing])
-            self.cache.put(user_id, [h for h, _ in missing], vectors)
-            known.update(zip((h for h, _ in missing), vectors))
+        for start in range(0, len(missing), batch):
+            part = missing[start:start + batch]
+            vectors = self.embedder.embed([text for _, text in part])
+            self.cache.put(user_id, [h for h, _ in part], vectors)
+            known.update(zip((h for h, _ in part), vectors))
         return np.stack([known[h] for h in hashes]).astype(np.float32), hits
+
+    def live_hashes(self, user_id: str) -> set[str]:
+        """The content hashes the user's shard still uses: its windows' and its message lines'."""
+        shard = self.shard(user_id)
+        with shard.lock:
+            chunks = list(shard.chunks.values())
+        live = {c.content_hash for c in chunks}
+        live.update(line_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
+        return live
 
     def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
         """Incremental: chunk new messages, embed what is new, save the shard."""
@@ -237,8 +255,6 @@ class IndexPipeline:
         shard.save(self.root)
         self._shards[user_id] = shard  # the swap: readers had the old shard until now
         self.update_lexical(user_id)  # messages that arrived during the rebuild
-        if self.cache is not None:
-            self.cache.keep_only(user_id, [c.content_hash for c in shard.chunks.values()])
         return IndexReport(user_id, messages, len(shard.chunks), 0, reused, computed, time.perf_counter() - started)
 
     def forget_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:

@@ -22,6 +22,7 @@ from engine.doctor import diagnose
 from engine.errors import UnknownConversationError, UnknownUserError
 from engine.summary_index import summary_text
 from indexers.embedders import Embedder, load_embedder
+from indexers.pipeline import line_hash
 from indexers.shard import Shard, shard_dir
 
 pytestmark = pytest.mark.slow
@@ -117,9 +118,11 @@ def _traces(e: ConversationEngine, user: str, ids: set[str]) -> dict[str, object
 
 
 def _hashes(e: ConversationEngine, user: str, ids: set[str]) -> list[str]:
-    """Content hashes of the windows and summaries that hold the word: the embedding cache keys."""
+    """Content hashes of the windows, message lines and summaries that hold the word: the embedding cache keys."""
     shard = e.pipeline.shard(user)
     windows = [c.content_hash for c in shard.chunks.values() if ids & set(c.message_ids) or WORD in c.text.lower()]
+    windows += [line_hash(line) for c in shard.chunks.values() if len(c.message_ids) > 1
+                for m, line in zip(c.message_ids, c.message_lines()) if m in ids]
     summaries = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
                  for s in e.store.timeline.summaries_of_user(user) if WORD in summary_text(s).lower()]
     return windows + summaries
@@ -167,6 +170,23 @@ def _assert_bob_intact(e: ConversationEngine) -> None:
 
 
 # Tests --------------------------------------------------------------------------------------------
+def test_reindex_is_warm_and_keeps_every_vector_still_in_use(engine: ConversationEngine) -> None:
+    summary_hashes = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
+                      for s in engine.store.timeline.summaries_of_user("alice")]
+    assert summary_hashes and _cached(engine, "alice", summary_hashes) == len(summary_hashes)
+    first = engine.reindex("alice")[0]
+    second = engine.reindex("alice")[0]
+    # windows, message lines and summaries all come from the cache, the second time too
+    assert first.embeddings_computed == 0 and second.embeddings_computed == 0
+    assert second.embeddings_reused == first.embeddings_reused > 0
+    assert _cached(engine, "alice", summary_hashes) == len(summary_hashes)
+    assert engine.pipeline.live_hashes("alice") <= set(_all_cached(engine, "alice"))
+
+
+def _all_cached(e: ConversationEngine, user: str) -> list[str]:
+    return [r[0] for r in e.store.db.execute("SELECT content_hash FROM embedding_cache WHERE user_id = ?", [user])]
+
+
 def test_delete_message_forgets_it_everywhere_and_reindex_does_not_bring_it_back(engine: ConversationEngine) -> None:
     ids = {"alice-c1-2"}
     hashes = _assert_remembered(engine, "alice", ids)
