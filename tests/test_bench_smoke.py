@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +118,14 @@ def test_overhead_measurement_runs(tmp_path: Path, embedder) -> None:
     overhead = run_scale.measure_overhead(embedder, tmp_path, n_messages=120)
     assert overhead["texts_embedded"] >= overhead["windows"] > 10
     assert overhead["pipeline_s"] > 0 and overhead["raw_all_s"] > 0
+
+
+def test_run_scale_reindex_is_warm_and_summarizer_is_chosen(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CONVSEARCH_SUMMARIZER", "extractive")  # main sets it; monkeypatch restores it
+    report = run_scale.main(["--sizes", "200", "--queries", "8", "--query-cost", "none", "--no-probe",
+                             "--reindex", "--summarizer", "none", "--batch", "7", "--workdir", str(tmp_path)])
+    result = report["results"][0]
+    assert report["args"]["summarizer"] == "none"
+    assert result["reindex"]["embeddings_computed"] == 0 and result["reindex"]["embeddings_reused"] > 0
+    assert result["top1_agreement"] >= 0.75  # the reindex renumbers windows: it must come after the comparison
+    assert os.environ["CONVSEARCH_SUMMARIZER"] == "none"  # what the engines of the run (and its probe) read
