@@ -216,6 +216,21 @@ def test_long_tool_output_keeps_head_and_tail_within_the_cap() -> None:
     assert min(counter().count(head), counter().count(tail)) >= 30  # both ends really kept
 
 
+@pytest.mark.parametrize("output", [
+    " ".join(["qzxjwvkb" * 12] * 60),  # words of 96 pieces each: no word start within either budget
+    ",".join(f"k{i}" for i in range(3000)),  # no white space, words split by punctuation only
+    "\n".join(f"log line {i}: " + "y" * (i % 300) for i in range(400)),  # long words among short ones
+    "日本語のテキスト" * 400,  # CJK: one piece a character
+])
+def test_capped_tool_output_keeps_exact_ends_whatever_the_text(output: str) -> None:
+    total = counter().count(output)
+    capped = cap_tool_output(output, 96, counter())
+    assert counter().count(capped) <= 96 < total
+    head, omitted, tail = re.fullmatch(r"(.*)\n\[… (\d+) tokens of tool output omitted …\]\n(.*)", capped, re.S).groups()
+    assert head and output.startswith(head) and output.endswith(tail)
+    assert counter().count(head) + int(omitted) + counter().count(tail) == total
+
+
 def test_short_tool_output_is_unchanged_and_capping_applies_to_tools_only() -> None:
     assert cap_tool_output("exit code 0", 96, counter()) == "exit code 0"
     long_text = words(400)
