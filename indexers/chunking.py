@@ -23,16 +23,15 @@ with seq >= s yields exactly the full run's chunks from s on. The pipeline re-ch
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from engine.errors import InvalidInputError
 from engine.models import Message
-from indexers.model_files import MODEL_MAX_TOKENS, wordpiece_tokenizer
+from indexers.model_files import MODEL_MAX_TOKENS
+from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
 
 if TYPE_CHECKING:
     from engine.config import Settings
@@ -100,108 +99,6 @@ class Chunk:
         return tuple(self.text[a:b] for a, b in zip(starts, ends))
 
 
-class TokenCounter(Protocol):
-    """Counts word pieces (no special tokens) and cuts text into pieces of at most max_tokens."""
-
-    def count(self, text: str) -> int: ...
-
-    def split(self, text: str, max_tokens: int) -> list[str]: ...
-
-    def prefix_within(self, text: str, max_tokens: int) -> str: ...
-
-    def suffix_within(self, text: str, max_tokens: int) -> str: ...
-
-
-class WordPieceCounter:
-    """Counts and splits text in MiniLM's own word pieces (special tokens excluded)."""
-
-    def __init__(self, tokenizer: Any = None) -> None:
-        self._tokenizer = tokenizer if tokenizer is not None else wordpiece_tokenizer()
-
-    def count(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Batch counting (the Rust tokenizer runs it in parallel): for whole threads."""
-        encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)  # no offsets
-        encodings = encode(list(texts), add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encodings]
-
-    def prefix_within(self, text: str, max_tokens: int) -> str:
-        """The longest prefix of `text` ending at a word start and counting 1..max_tokens pieces
-        ('' if none). A cut at a word start re-tokenizes each side as it was, so the counts add up."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts, word_ids = [start for start, _ in encoding.offsets], encoding.word_ids
-        if len(starts) <= max_tokens:
-            return text
-        cut = next((k for k in range(max_tokens, 0, -1) if word_ids[k] != word_ids[k - 1]), None)
-        return "" if cut is None else text[: starts[cut]]
-
-    def suffix_within(self, text: str, max_tokens: int) -> str:
-        """The longest suffix of `text` starting at a word and counting at most max_tokens pieces ('' if none)."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts, word_ids = [start for start, _ in encoding.offsets], encoding.word_ids
-        first = next((k for k in range(max(0, len(starts) - max_tokens), len(starts))
-                      if k == 0 or word_ids[k] != word_ids[k - 1]), None)
-        return "" if first is None else text[starts[first]:]
-
-    def split(self, text: str, max_tokens: int) -> list[str]:
-        """Consecutive pieces covering `text`, each <= max_tokens, cut at token starts.
-
-        Cuts prefer word starts (pieces of whole words count the same alone); every piece is
-        re-counted. Only a single character that alone counts more (a Hangul syllable is
-        three pieces) can exceed a budget below 3.
-        """
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts = [start for start, _ in encoding.offsets]
-        word_ids = encoding.word_ids
-        word_start = [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(starts))]
-        # Plan on offsets alone and check all pieces in one batch; re-count piece by piece only if
-        # some piece re-tokenizes longer (a cut inside a word). Both give the same pieces when all fit.
-        pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: True)
-        if max(self.count_many(pieces)) <= max_tokens:
-            return pieces
-        return _split_at(text, starts, word_start, max_tokens, lambda piece: self.count(piece) <= max_tokens)
-
-
-def _split_at(
-    text: str, starts: list[int], word_start: list[bool], max_tokens: int, fits: Callable[[str], bool]
-) -> list[str]:
-    """Consecutive pieces of `text`, each the longest from its start that `fits`."""
-    pieces: list[str] = []
-    begin = 0
-    while True:
-        end = _piece_end(text, begin, starts, word_start, max_tokens, fits)
-        pieces.append(text[begin:end])
-        if end == len(text):
-            return pieces
-        begin = end
-
-
-def _piece_end(
-    text: str, begin: int, starts: list[int], word_start: list[bool], max_tokens: int, fits: Callable[[str], bool]
-) -> int:
-    """End (exclusive) of the longest piece from `begin` that fits, at a word start if possible."""
-    first = bisect.bisect_left(starts, begin)
-    if first + max_tokens >= len(starts) and fits(text[begin:]):
-        return len(text)
-    for cut in _cut_candidates(starts, word_start, first, first + max_tokens, begin):
-        if fits(text[begin:cut]):
-            return cut
-    # Even one token from `begin` does not fit (it re-tokenizes into more): cut in characters.
-    limit = next((s for s in starts[first:] if s > begin), len(text))
-    return next((c for c in range(limit - 1, begin, -1) if fits(text[begin:c])), begin + 1)
-
-
-def _cut_candidates(starts: list[int], word_start: list[bool], first: int, last: int, begin: int) -> Iterator[int]:
-    """Token starts in (begin, ...] from token `last` down: word starts first, then mid-word."""
-    indices = [k for k in range(min(last, len(starts) - 1), first - 1, -1) if starts[k] > begin]
-    yield from (starts[k] for k in indices if word_start[k])
-    yield from (starts[k] for k in indices if not word_start[k])
-
-
 def speaker_label(message: Message) -> str:
     """The message's speaker, else its role capitalised; tool messages name their tools."""
     return label_for(message.speaker, message.role, message.tools_used)
@@ -219,72 +116,6 @@ def label_for(speaker: str | None, role: str, tools_used: Sequence[str] | None) 
 def render_line(message: Message) -> str:
     """The indexed line of a message: "Speaker: content"."""
     return f"{speaker_label(message)}: {message.content}"
-
-
-def _placeholder(omitted: int) -> str:
-    return f"\n[… {omitted} tokens of tool output omitted …]\n"
-
-
-def cap_tool_output(text: str, cap_tokens: int, counter: TokenCounter) -> str:
-    """Head + placeholder + tail within `cap_tokens`; `text` unchanged when it already fits.
-
-    Tool outputs (logs, JSON, pages) are long and repetitive: their start says what was fetched,
-    their end what came of it, so both ends are kept.
-    """
-    total = counter.count(text)
-    if total <= cap_tokens:
-        return text
-    room = cap_tokens - counter.count(_placeholder(total))
-    while room >= 2:  # the placeholder's number may tokenize longer than estimated: retry smaller
-        head = _head(text, room - room // 2, counter)
-        tail = _tail(text[len(head) :], room // 2, counter)
-        omitted = max(0, total - counter.count(head) - counter.count(tail))
-        capped = head + _placeholder(omitted) + tail
-        if counter.count(capped) <= cap_tokens:
-            return capped
-        room -= 1
-    return counter.split(text, cap_tokens)[0]  # a cap too small for the placeholder: head only
-
-
-# Planning the two ends on the whole tool output cost ~12 ms a message. Each end is now cut at a
-# word start (where both sides re-tokenize as they were) in a stretch of text cut at white space
-# that holds far more than its budget; the whole text is used only when that stretch is too short.
-_CHARS_PER_PIECE = 16
-_SPACE = re.compile(r"\s")
-
-
-def _head(text: str, budget: int, counter: TokenCounter) -> str:
-    """The longest prefix of `text` ending at a word start within `budget` pieces."""
-    near = text[: _space_after(text, _CHARS_PER_PIECE * (budget + 1))]
-    head = counter.prefix_within(near, budget)
-    if head == near and len(near) < len(text):
-        head = counter.prefix_within(text, budget)
-    return head or counter.split(text, budget)[0]  # no word start in reach: cut inside the word
-
-
-def _tail(text: str, budget: int, counter: TokenCounter) -> str:
-    """The longest suffix of `text` starting at a word within `budget` pieces."""
-    near = text[_space_before(text, len(text) - _CHARS_PER_PIECE * (budget + 1)) :]
-    tail = counter.suffix_within(near, budget)
-    if tail == near and len(near) < len(text):
-        tail = counter.suffix_within(text, budget)
-    return tail or counter.split(text, budget)[-1]
-
-
-def _space_after(text: str, at: int) -> int:
-    """The first white-space position at or after `at` (len(text) if none)."""
-    if at >= len(text):
-        return len(text)
-    match = _SPACE.search(text, at)
-    return match.start() if match else len(text)
-
-
-def _space_before(text: str, at: int) -> int:
-    """The last position at or before `at` just after white space (0 if none)."""
-    if at <= 0:
-        return 0
-    cut = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at), text.rfind("\t", 0, at))
-    return cut + 1 if cut >= 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
