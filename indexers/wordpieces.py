@@ -23,6 +23,13 @@ class TokenCounter(Protocol):
 
     def split(self, text: str, max_tokens: int) -> list[str]: ...
 
+    def _token_starts(self, text: str) -> tuple[list[int], list[bool]]:
+        """Each piece's start offset, and whether it starts a word (a cut there re-tokenizes as it was)."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        word_ids = encoding.word_ids
+        return ([start for start, _ in encoding.offsets],
+                [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))])
+
     def prefix_within(self, text: str, max_tokens: int) -> str: ...
 
     def suffix_within(self, text: str, max_tokens: int) -> str: ...
@@ -43,22 +50,26 @@ class WordPieceCounter:
         encodings = encode(list(texts), add_special_tokens=False)
         return [len(encoding.ids) for encoding in encodings]
 
+    def _token_starts(self, text: str) -> tuple[list[int], list[bool]]:
+        """Each piece's start offset, and whether it starts a word (a cut there re-tokenizes as it was)."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        word_ids = encoding.word_ids
+        return ([start for start, _ in encoding.offsets],
+                [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))])
+
     def prefix_within(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text` ending at a word start and counting 1..max_tokens pieces
         ('' if none). A cut at a word start re-tokenizes each side as it was, so the counts add up."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts, word_ids = [start for start, _ in encoding.offsets], encoding.word_ids
+        starts, word_start = self._token_starts(text)
         if len(starts) <= max_tokens:
             return text
-        cut = next((k for k in range(max_tokens, 0, -1) if word_ids[k] != word_ids[k - 1]), None)
+        cut = next((k for k in range(max_tokens, 0, -1) if word_start[k]), None)
         return "" if cut is None else text[: starts[cut]]
 
     def suffix_within(self, text: str, max_tokens: int) -> str:
         """The longest suffix of `text` starting at a word and counting at most max_tokens pieces ('' if none)."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts, word_ids = [start for start, _ in encoding.offsets], encoding.word_ids
-        first = next((k for k in range(max(0, len(starts) - max_tokens), len(starts))
-                      if k == 0 or word_ids[k] != word_ids[k - 1]), None)
+        starts, word_start = self._token_starts(text)
+        first = next((k for k in range(max(0, len(starts) - max_tokens), len(starts)) if word_start[k]), None)
         return "" if first is None else text[starts[first]:]
 
     def split(self, text: str, max_tokens: int) -> list[str]:
@@ -70,10 +81,7 @@ class WordPieceCounter:
         """
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        starts = [start for start, _ in encoding.offsets]
-        word_ids = encoding.word_ids
-        word_start = [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(starts))]
+        starts, word_start = self._token_starts(text)
         # Plan on offsets alone and check all pieces in one batch; re-count piece by piece only if
         # some piece re-tokenizes longer (a cut inside a word). Both give the same pieces when all fit.
         pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: True)
@@ -148,6 +156,7 @@ def cap_tool_output(text: str, cap_tokens: int, counter: TokenCounter) -> str:
 # that holds far more than its budget; the whole text is used only when that stretch is too short.
 _CHARS_PER_PIECE = 16
 _SPACE = re.compile(r"\s")
+_LAST_SPACE = re.compile(r"\s\S*\Z")  # with an end position: the last white space before it
 
 
 def _head(text: str, budget: int, counter: TokenCounter) -> str:
@@ -180,5 +189,5 @@ def _space_before(text: str, at: int) -> int:
     """The last position at or before `at` just after white space (0 if none)."""
     if at <= 0:
         return 0
-    cut = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at), text.rfind("\t", 0, at))
-    return cut + 1 if cut >= 0 else 0
+    match = _LAST_SPACE.search(text, 0, at)
+    return match.start() + 1 if match else 0
