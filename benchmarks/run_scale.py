@@ -352,8 +352,8 @@ def measure_overhead(model: Embedder, workdir: Path, n_messages: int = 2000, see
         embedded = list(timed.texts or [])
         raw_all = _seconds(lambda: model.embed(embedded))
     return {"messages": n_messages, "windows": len(windows), "texts_embedded": len(embedded),
-            "raw_windows_s": round(raw_windows, 2), "raw_all_s": round(raw_all, 2), "pipeline_s": round(pipeline_s, 2),
-            "pipeline_embed_s": round(timed.seconds, 2), "overhead_pct": round(100 * (pipeline_s / raw_all - 1), 1),
+            "raw_windows_s": round(raw_windows, 4), "raw_all_s": round(raw_all, 4), "pipeline_s": round(pipeline_s, 4),
+            "pipeline_embed_s": round(timed.seconds, 4), "overhead_pct": round(100 * (pipeline_s / raw_all - 1), 1),
             "vs_windows_pct": round(100 * (pipeline_s / raw_windows - 1), 1)}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -117,7 +118,10 @@ def test_micro_benchmark_bodies_run_on_tiny_indexes() -> None:
 def test_overhead_measurement_runs(tmp_path: Path, embedder) -> None:
     overhead = run_scale.measure_overhead(embedder, tmp_path, n_messages=120)
     assert overhead["texts_embedded"] >= overhead["windows"] > 10
-    assert overhead["pipeline_s"] > 0 and overhead["raw_all_s"] > 0
+    # Timings of a tiny run can round to zero on a fast machine: check they are reported, not their size.
+    timings = ("raw_windows_s", "raw_all_s", "pipeline_s", "pipeline_embed_s", "overhead_pct", "vs_windows_pct")
+    assert all(math.isfinite(overhead[key]) for key in timings)
+    assert min(overhead[key] for key in timings[:4]) >= 0
 
 
 def test_run_scale_reindex_is_warm_and_summarizer_is_chosen(tmp_path: Path, monkeypatch) -> None:
