@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	# torch first, pinned to the CPU build on this machine's disk (unpinned torch pulls a multi-GB CUDA build)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)

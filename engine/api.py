@@ -8,7 +8,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
@@ -33,6 +33,9 @@ from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
 from indexers.hnsw import HnswParams
 from indexers.lexical import TokenizerParams
 from indexers.pipeline import IndexPipeline, IndexReport, PipelineParams
+
+if TYPE_CHECKING:
+    from indexers.distributed import RayReindexReport
 
 __all__ = ["ConversationEngine", "pipeline_params", "to_new_message"]
 
@@ -208,6 +211,33 @@ class ConversationEngine:
                 self.deleter.forget_unused_vectors(user)
                 self.summary_index.forget(user)
         return reports
+
+    def reindex_on_ray(self, user_id: str | None = None, *, address: str | None = None,
+                       embed_actors: int | None = None, shards: str | None = None,
+                       progress=None) -> RayReindexReport:
+        """Rebuild on Ray (`pip install convsearch[ray]`; docs/scaling.md): this home's shards, or the
+        shard storage at `shards` (a directory or an s3:// URL several machines reach). Users already
+        at the target are skipped, so a rerun after a killed job resumes."""
+        from indexers.distributed import RayOptions, reindex_on_ray  # only this job needs it
+        from indexers.shard_storage import ShardStorage
+
+        if self.pipeline.embedder is None or self.pipeline.cache is None:
+            raise InvalidInputError("the Ray executor re-embeds: configure an embedding backend, or use `--executor local`")
+        storage = ShardStorage(shards if shards is not None else self.pipeline.root)
+        here = storage.local == self.pipeline.root.absolute()
+        options = RayOptions(address=address, embed_actors=embed_actors, backend=self.settings.embedding_backend)
+        users = self.users(user_id)
+        with self.write_lock:
+            try:
+                report = reindex_on_ray(self.store, self.pipeline.cache, self.pipeline.params, self.pipeline.spec(),
+                                        users, storage, options, progress)
+            finally:
+                for user in users if here else ():
+                    self.pipeline.unload(user)  # its next use loads what the job published
+            for rebuilt in report.rebuilt if here else ():
+                self.deleter.forget_unused_vectors(rebuilt.user_id)
+                self.summary_index.forget(rebuilt.user_id)
+        return report
 
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:

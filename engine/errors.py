@@ -20,6 +20,7 @@ __all__ = [
     "UnknownDaySegmentError",
     "UnknownConversationError",
     "IndexStateError",
+    "ReindexIncompleteError",
     "StoreLockedError",
     "EmbeddingUnavailableError",
     "AuthError",
@@ -98,6 +99,13 @@ class IndexStateError(ConvsearchError):
 
     code = "index_mismatch"
     http_status = 409
+
+
+class ReindexIncompleteError(IndexStateError):
+    """A distributed reindex that could not rebuild some users: each keeps its previous index."""
+
+    code = "reindex_incomplete"
+    http_status = 500
 
 
 class StoreLockedError(ConvsearchError):

@@ -19,6 +19,7 @@ __all__ = [
     "naive_utc",
     "aware",
     "message_from_row",
+    "messages_from_arrow",
     "conversation_from_row",
     "day_segment_from_row",
     "summary_from_row",
@@ -63,6 +64,12 @@ def message_from_row(row: tuple[Any, ...]) -> Message:
         conversation_id=conversation_id, speaker=speaker, tools_used=tuple(tools_used or ()),
         metadata=json.loads(metadata) if metadata else {}, external_id=external_id, kind=kind,
     )
+
+
+def messages_from_arrow(table: Any) -> list[Message]:
+    """Messages from an Arrow table of MESSAGE_COLUMNS (`Store.messages_arrow`), row by row as above."""
+    columns = [table.column(name).to_pylist() for name in MESSAGE_COLUMNS.split(", ")]
+    return [message_from_row(row) for row in zip(*columns)]
 
 
 def conversation_from_row(row: tuple[Any, ...]) -> Conversation:

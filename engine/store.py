@@ -173,6 +173,12 @@ class Store:
             "SELECT thread_id, seq, message_id, created_at, day_label, role, speaker, tools_used "
             "FROM messages WHERE user_id = ?", [user_id])
 
+    def messages_arrow(self, user_id: str) -> pa.Table:
+        """Every message of the user, by thread and seq, as one Arrow table: what a distributed
+        reindex reads once and ships to workers that never open the store (`rows.messages_from_arrow`)."""
+        return self.db.fetch_arrow(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? ORDER BY thread_id, seq", [user_id])
+
     def messages_in_range(self, thread_id: str, start_seq: int, end_seq: int | None = None, *,
                           limit: int | None = None, include_notes: bool = True) -> list[Message]:
         """Messages with start_seq <= seq < end_seq (end None: to the end), in order."""

@@ -71,12 +71,23 @@ class Manifest:
     @classmethod
     def load(cls, path: Path) -> "Manifest":
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            spec = BuildSpec(**raw.pop("spec"))
-            return cls(spec=spec, **raw)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
             raise IndexStateError(
                 f"the index manifest {path} is missing or unreadable ({exc}): run `convsearch reindex`"
+            ) from None
+        return cls.from_json(text, str(path))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> "Manifest":
+        """A manifest from its JSON text (`where` names it in the error: a path or a URL)."""
+        try:
+            raw = json.loads(text)
+            spec = BuildSpec(**raw.pop("spec"))
+            return cls(spec=spec, **raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise IndexStateError(
+                f"the index manifest {where} is missing or unreadable ({exc}): run `convsearch reindex`"
             ) from None
 
 

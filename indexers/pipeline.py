@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from engine.models import Message
 from engine.store import Store
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
@@ -32,7 +33,8 @@ from indexers.manifest import BuildSpec, Manifest
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "line_hash"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "line_hash", "rechunk_tail", "message_lines_to_embed",
+           "put_message_vectors"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -59,6 +61,46 @@ class IndexReport:
 def line_hash(line: str) -> str:
     """The embedding cache key of a message's own line (a window's key is its Chunk.content_hash)."""
     return hashlib.sha256(line.encode("utf-8")).hexdigest()
+
+
+def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last_seq: int, params: ChunkParams,
+                 counter: WordPieceCounter) -> tuple[int, int]:
+    """Re-chunk a thread from its last window on (`messages`: from the manifest's tail to the end)
+    into the shard and advance its manifest; (added, removed). Pure over the shard: no store, so a
+    distributed worker builds shards with it too."""
+    tail = shard.manifest.tails.get(thread_id, 0)
+    fresh = chunk_thread(messages, params, counter)
+    removed, added = _replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh)
+    new_tail = fresh[-1].from_seq if fresh else tail
+    shard.manifest = shard.manifest.advanced(
+        thread_id, watermark=last_seq, tail=new_tail, chunks=len(shard.chunks), next_label=shard.manifest.next_label
+    )
+    return added, removed
+
+
+def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk]) -> tuple[int, int]:
+    """Swap old chunks for fresh ones, keeping (and not re-embedding) those whose id is unchanged."""
+    old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
+    fresh_ids = {c.chunk_id for c in fresh}
+    doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
+    shard.remove(doomed)
+    added = shard.add([c for c in fresh if c.chunk_id not in old_ids])
+    return len(doomed), len(added)
+
+
+def message_lines_to_embed(chunks: Sequence[Chunk], has_vector: Callable[[str], bool]) -> tuple[dict[str, int], dict[str, str]]:
+    """Which messages of these windows lend a one-message window's vector (message id -> index in
+    `chunks`) and which need their own line embedded (message id -> line), skipping `has_vector` ones."""
+    own: dict[str, int] = {}
+    lines: dict[str, str] = {}
+    for index, chunk in enumerate(chunks):
+        if len(chunk.message_ids) == 1:
+            own.setdefault(chunk.message_ids[0], index)
+            continue
+        for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
+            if not has_vector(message_id):
+                lines.setdefault(message_id, line)
+    return own, {m: t for m, t in lines.items() if m not in own}
 
 
 class IndexPipeline:
@@ -91,6 +133,10 @@ class IndexPipeline:
             shard = self._shards[user_id] = self._load_or_create(user_id)
             self.update_lexical(user_id)
         return shard
+
+    def unload(self, user_id: str) -> None:
+        """Forget the loaded shard: its next use loads the live version (another process published it)."""
+        self._shards.pop(user_id, None)
 
     def refresh(self, user_id: str) -> None:
         """Catch a loaded shard up with the store (an unloaded one catches up when it loads)."""
@@ -142,23 +188,8 @@ class IndexPipeline:
         tail = shard.manifest.tails.get(thread_id, 0)
         messages = self.store.messages_in_range(thread_id, tail)
         shard.messages.put(messages)
-        fresh = chunk_thread(messages, self.params.chunk, self.counter)
-        removed, added = self._replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh)
-        new_tail = fresh[-1].from_seq if fresh else tail
-        shard.manifest = shard.manifest.advanced(
-            thread_id, watermark=last_seq, tail=new_tail, chunks=len(shard.chunks), next_label=shard.manifest.next_label
-        )
+        added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter)
         return last_seq - watermark, added, removed
-
-    @staticmethod
-    def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk]) -> tuple[int, int]:
-        """Swap old chunks for fresh ones, keeping (and not re-embedding) those whose id is unchanged."""
-        old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
-        fresh_ids = {c.chunk_id for c in fresh}
-        doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
-        shard.remove(doomed)
-        added = shard.add([c for c in fresh if c.chunk_id not in old_ids])
-        return len(doomed), len(added)
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None) -> tuple[int, int]:
         """Give every window of the live shard without a vector its vector; (reused, computed)."""
@@ -189,21 +220,11 @@ class IndexPipeline:
 
     def _embed_messages(self, user_id: str, shard: Shard, chunks: Sequence[Chunk], window_vectors: np.ndarray) -> tuple[int, int]:
         """Each message of these windows gets its own vector (a one-message window lends its own)."""
-        own: dict[str, np.ndarray] = {}
-        lines: dict[str, str] = {}
-        for chunk, vector in zip(chunks, window_vectors):
-            if len(chunk.message_ids) == 1:
-                own.setdefault(chunk.message_ids[0], vector)
-                continue
-            for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
-                if message_id not in shard.message_vectors:
-                    lines.setdefault(message_id, line)
-        lines = {m: t for m, t in lines.items() if m not in own}
+        own, lines = message_lines_to_embed(chunks, lambda m: m in shard.message_vectors)
         ids = sorted(lines)
         vectors, hits = self.cached_vectors(user_id, [line_hash(lines[m]) for m in ids], [lines[m] for m in ids])
         with shard.lock:
-            shard.message_vectors.put(list(own), np.array(list(own.values())) if own else np.zeros((0, 1)))
-            shard.message_vectors.put(ids, vectors)
+            put_message_vectors(shard, own, window_vectors, ids, vectors)
         return hits, len(ids) - hits
 
     def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str],
@@ -290,3 +311,11 @@ class IndexPipeline:
         """Messages lexically searchable but not yet in the vector index."""
         shard = self.shard(user_id)
         return 0 if self.embedder is None else shard.pending_messages()
+
+
+def put_message_vectors(shard: Shard, own: dict[str, int], window_vectors: np.ndarray, line_ids: Sequence[str],
+                        line_vectors: np.ndarray) -> None:
+    """Store each message's vector: its one-message window's, or its own line's."""
+    own_rows = np.asarray(window_vectors)[list(own.values())] if own else np.zeros((0, 1))
+    shard.message_vectors.put(list(own), own_rows)
+    shard.message_vectors.put(list(line_ids), line_vectors)

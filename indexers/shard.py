@@ -33,7 +33,7 @@ from indexers.manifest import Manifest
 from indexers.message_table import MessageTable
 from indexers.message_vectors import MessageVectors
 
-__all__ = ["Shard", "shard_dir", "current_version_dir"]
+__all__ = ["Shard", "shard_dir", "current_version_dir", "flip_pointer"]
 
 _CHUNK_SCHEMA = pa.schema([
     ("label", pa.int64()), ("chunk_id", pa.string()), ("thread_id", pa.string()),
@@ -257,6 +257,9 @@ def _flip_pointer(pointer: Path, target: str) -> None:
         os.fsync(handle.fileno())
     os.replace(tmp, pointer)
     _fsync_dir(pointer.parent)
+
+
+flip_pointer = _flip_pointer  # also used by indexers/shard_storage.py when it fetches a version
 
 
 def _fsync_tree(directory: Path) -> None:

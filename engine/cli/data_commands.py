@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from engine.cli.common import open_engine, progress_bar
+from engine.errors import InvalidInputError
 from engine.importers import FORMATS
 
 __all__ = ["register"]
@@ -43,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         group.add_argument("--user", help="only this user")
         group.add_argument("--all", action="store_true", help="every user")
         p.set_defaults(handler=index if name == "index" else reindex)
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: in this process; ray: on a Ray cluster (pip install 'convsearch[ray]')")
+    p.add_argument("--ray-address", help="the Ray cluster to join (default: start a local instance)")
+    p.add_argument("--embed-actors", type=int, help="embedding actors, each loading the model once (default: CPUs - 1)")
+    p.add_argument("--shards", help="publish shards to this directory or s3:// URL instead of --home's indexes/")
 
     p = sub.add_parser("demo", help="ingest the sample in data/, index it, and run a few searches")
     p.set_defaults(handler=demo)
@@ -72,8 +78,15 @@ def index(args: argparse.Namespace) -> list:
         return engine.index(args.user, progress=progress_bar("index"))
 
 
-def reindex(args: argparse.Namespace) -> list:
+def reindex(args: argparse.Namespace) -> list | object:
+    ray_only = [f"--{name.replace('_', '-')}" for name in ("ray_address", "embed_actors", "shards")
+                if getattr(args, name) is not None]
+    if args.executor == "local" and ray_only:
+        raise InvalidInputError(f"{', '.join(ray_only)} only apply with --executor ray")
     with open_engine(args) as engine:
+        if args.executor == "ray":
+            return engine.reindex_on_ray(args.user, address=args.ray_address, embed_actors=args.embed_actors,
+                                         shards=args.shards, progress=progress_bar("reindex"))
         return engine.reindex(args.user, progress=progress_bar("reindex"))
 
 
