@@ -52,6 +52,7 @@ class RayReindexReport:
     skipped: list[str]  # already at the target: nothing to do
     seconds: float
     embed_actors: int
+    driver_seconds: dict[str, float]  # where the driver's own time went: read, cache_get, cache_put, waiting
 
 
 def import_ray() -> Any:
@@ -103,7 +104,8 @@ def reindex_on_ray(store: Store, cache: EmbeddingCache, params: PipelineParams, 
             + "; ".join(f"{u}: {why}" for u, why in sorted(failed.items())[:5])
             + "): run the same command again, it resumes with them"
         )
-    return RayReindexReport(rebuilt, skipped, time.perf_counter() - started, len(actors))
+    timings = {k: round(v, 3) for k, v in driver.seconds.items()}
+    return RayReindexReport(rebuilt, skipped, time.perf_counter() - started, len(actors), timings)
 
 
 def _connect(ray: Any, options: RayOptions) -> bool:
@@ -184,13 +186,19 @@ class _Driver:
         self.next_actor = 0
         self.rebuilt: list[IndexReport] = []
         self.failed: dict[str, str] = {}
+        self.seconds = dict.fromkeys(("read", "cache_get", "cache_put", "waiting"), 0.0)
+
+    def _timed(self, phase: str, started: float) -> None:
+        self.seconds[phase] += time.perf_counter() - started
 
     def run(self, todo: list[UserJob]) -> tuple[list[IndexReport], dict[str, str]]:
         queue, total = deque(todo), len(todo)
         while queue or self.users:
             while queue and len(self.users) < self.options.users_in_flight:
                 self._start(queue.popleft())
+            began = time.perf_counter()
             ready, _ = self.ray.wait(list(self.refs), num_returns=1)
+            self._timed("waiting", began)
             user_id, step, hashes = self.refs.pop(ready[0])
             if user_id not in self.users:
                 continue  # that user failed already
@@ -206,15 +214,18 @@ class _Driver:
         user = self.users[job.user_id] = _User(job, time.perf_counter())
         table = self.store.messages_arrow(job.user_id)
         user.messages = table.num_rows
-        user.build, texts = self.lexical.remote(job, self.ray.put(table), self.params, self.spec)
+        table_ref = self.ray.put(table)
+        self._timed("read", user.started)
+        user.build, texts = self.lexical.remote(job, table_ref, self.params, self.spec)
         self.refs[texts] = (job.user_id, "lexical", [])
 
     def _advance(self, user: _User, step: str, ref: Any, hashes: list[str]) -> None:
         if step == "lexical":
             self._embed(user, self.ray.get(ref))
         elif step == "embed":
-            vectors = self.ray.get(ref)
+            vectors, began = self.ray.get(ref), time.perf_counter()
             self.cache.put(user.job.user_id, hashes, vectors)  # filled as batches arrive
+            self._timed("cache_put", began)
             user.waiting -= 1
         else:
             manifest = self.ray.get(ref)
@@ -229,8 +240,9 @@ class _Driver:
 
     def _embed(self, user: _User, wanted: dict[str, str]) -> None:
         """Vectors from the cache where it has them; the rest in batches to the actors."""
-        user_id = user.job.user_id
+        user_id, began = user.job.user_id, time.perf_counter()
         known = self.cache.get(user_id, list(wanted))
+        self._timed("cache_get", began)
         if known:
             user.hashes.extend(known)
             user.blocks.append(np.stack(list(known.values())).astype(np.float32))
