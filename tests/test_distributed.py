@@ -22,6 +22,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install 'convsearch[ray]'` (make test installs it)")
 
 from engine.api import ConversationEngine  # noqa: E402
+from engine.cli import main  # noqa: E402
 from engine.errors import ReindexIncompleteError  # noqa: E402
 from indexers.distributed import RayOptions, reindex_on_ray  # noqa: E402
 from indexers.shard import current_version_dir  # noqa: E402
@@ -156,13 +157,19 @@ def test_a_killed_worker_leaves_old_or_new_and_a_rerun_completes(tmp_path: Path,
             assert engine.pipeline.pending_vector_messages(user) == 0
 
 
-def test_shards_published_to_another_location_are_fetched_by_a_serving_node(tmp_path: Path, local_ray: None) -> None:
+def test_the_cli_publishes_to_another_location_and_a_serving_node_fetches(tmp_path: Path, local_ray: None,
+                                                                          capsys: pytest.CaptureFixture) -> None:
     make_home(tmp_path / "job", 6)
     shared = tmp_path / "object-store"
-    with ConversationEngine(tmp_path / "job") as engine:
-        report = engine.reindex_on_ray(shards=f"file://{shared}")
-        assert sorted(r.user_id for r in report.rebuilt) == USERS
-        assert not any((engine.pipeline.root / p.name).joinpath("CURRENT").exists() for p in shared.iterdir())
+    job = ["--home", str(tmp_path / "job"), "reindex", "--all"]
+    assert main([*job, "--shards", str(shared)]) == 2
+    assert "only apply with --executor ray" in capsys.readouterr().err
+    assert main([*job, "--executor", "ray", "--embed-actors", "2"]) == 2  # 2 CPUs: one is the tasks'
+    assert "use 1 to 1" in capsys.readouterr().err
+    assert main([*job, "--executor", "ray", "--shards", f"file://{shared}"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(r["user_id"] for r in report["rebuilt"]) == USERS and report["embed_actors"] == 1
+    assert not any((tmp_path / "job" / "indexes" / p.name / "CURRENT").exists() for p in shared.iterdir())
     shutil.copytree(tmp_path / "job", tmp_path / "node", ignore=shutil.ignore_patterns("indexes"))
     storage = ShardStorage(shared)
     with ConversationEngine(tmp_path / "node") as engine:
