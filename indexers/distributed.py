@@ -91,7 +91,8 @@ def reindex_on_ray(store: Store, cache: EmbeddingCache, params: PipelineParams, 
     try:
         jobs = [_job(store, u) for u in user_ids]
         todo = [j for j in jobs if not _at_target(storage.live(j.user_id), spec, j)]
-        skipped = [j.user_id for j in jobs if j not in todo]
+        rebuilding = {j.user_id for j in todo}
+        skipped = [j.user_id for j in jobs if j.user_id not in rebuilding]
         actors = _start_actors(ray, options, spec) if todo else []
         driver = _Driver(ray, store, cache, params, spec, storage, options, actors, progress)
         rebuilt, failed = driver.run(todo)
@@ -119,7 +120,8 @@ def _connect(ray: Any, options: RayOptions) -> bool:
             return True
         ray.init(num_cpus=options.local_cpus, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise InvalidInputError(f"cannot reach the Ray cluster at {options.address!r}: {exc}") from None
+        where = f"reach the Ray cluster at {options.address!r}" if options.address else "start a local Ray instance"
+        raise InvalidInputError(f"cannot {where}: {exc}") from None
     return True
 
 

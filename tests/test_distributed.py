@@ -108,7 +108,10 @@ def _kill_embedding_actor_after_first_publish(root: Path, old: dict[str, dict], 
     """kill -9 this test's embedding actor while it embeds, once one user has its new shard."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not killed:
-        published = any(manifest_of(root, u) != old[u] for u in USERS)
+        try:
+            published = any(manifest_of(root, u) != old[u] for u in USERS)
+        except OSError:  # read while a save removed the old version: look again
+            published = False
         for entry in os.listdir("/proc") if published else ():
             if not entry.isdigit():
                 continue
