@@ -4,8 +4,8 @@ Per size (messages, split evenly over --users users): ingest once, then time
 * cold (only up to --cold-max): an empty embedding cache, so everything is embedded by the real
   model: `engine.reindex()` and `engine.reindex_on_ray()` each on its own copy of the home;
 * warm: the cache holds every vector, the shards are gone; the job is chunking, BM25, HNSW, shard
-  writes and Ray's overhead. Above --cold-max the cache is filled first by a cheap synthetic
-  embedder stored under the real model's name (the values do not matter to the timing).
+  writes and Ray's overhead. The cache is filled first by a cheap synthetic embedder stored
+  under the real model's name (the values do not matter to the timing).
 Ray starts once per run, timed apart (`ray_start_s`). The CPU is shared: note /proc/loadavg.
 
     PYTHONPATH=$PWD python benchmarks/bench_reindex_ray.py --sizes 10000,100000 --users 10
@@ -98,11 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row: dict[str, Any] = {"users": args.users, "ingest_s": ingest_s}
             if size <= args.cold_max:
                 row["cold"] = measure(home, work, f"cold-{size}")
-                with ConversationEngine(home) as engine:  # fill the cache for the warm run
-                    engine.reindex()
-                shutil.rmtree(home / "indexes")
-            else:
-                warm_cache(home)
+            warm_cache(home)
             row["warm"] = measure(home, work, f"warm-{size}")
             results["sizes"][size] = row
             print(json.dumps({size: row}), file=sys.stderr, flush=True)
