@@ -41,8 +41,7 @@ log = logging.getLogger("convsearch")
 
 def pipeline_params(settings: Settings) -> PipelineParams:
     return PipelineParams(
-        chunk=ChunkParams(window_tokens=settings.window_tokens, overlap_messages=settings.overlap_messages,
-                          tool_output_cap_tokens=settings.tool_output_cap_tokens),
+        chunk=ChunkParams(window_tokens=settings.window_tokens, overlap_messages=settings.overlap_messages),
         tokenizer=TokenizerParams(stemming=settings.stemming, stopwords=settings.stopwords),
         bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
         hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),

@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     )
     overlap_messages: int = Field(1, ge=0, le=8, description="Messages shared by consecutive windows.")
     tool_output_cap_tokens: int = Field(
-        96, ge=16, description="Tool outputs longer than this keep head and tail with a placeholder between."
+        96, ge=16, description="Tool outputs longer than this keep head and tail with a placeholder between in the "
+        "context payload (the index holds them whole, in pieces)."
     )
 
     # Embeddings
@@ -78,6 +79,21 @@ class Settings(BaseSettings):
         0.25, ge=0, le=1,
         description="Weight of the score of the summary covering a message in that message's score "
         "(0 turns it off; messages no summary covers are unaffected). docs/benchmarks.md.",
+    )
+    message_context_cap: float = Field(
+        2.0, gt=0,
+        description="A message's window and summary count at most this many times its own match: context "
+        "re-orders messages that match, it never lifts one whose own line matches nothing. docs/benchmarks.md.",
+    )
+    other_speaker_weight: float = Field(
+        0.77, gt=0, le=1,
+        description="When the query names a participant (\"what did Caroline research\"), the turns of the "
+        "others weigh this much (1 turns it off). docs/benchmarks.md.",
+    )
+    reply_lift: float = Field(
+        0.9, ge=0, le=1,
+        description="A turn scores at least this fraction of the turn right before it: the reply after a strong "
+        "match is often the evidence (0 turns it off). docs/benchmarks.md.",
     )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
     max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")

@@ -9,6 +9,7 @@ than citing one per window finds the turn that answers, not only the stretch tha
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -16,14 +17,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.candidates import expand_to_messages, window_candidates
+from engine.candidates import MessageCandidates, expand_to_messages, window_candidates
 from engine.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
-from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
-                            own_scores, passes_floor, tie_break_key)
+from engine.ranking import (FusedScores, ScoreParts, apply_penalty, favour_named_speakers, fuse, lift_replies,
+                            merge_summaries_first, message_scores, names_speaker, own_lexical, own_scores, passes_floor,
+                            tie_break_key)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
 from engine.summary_index import Coverage, Spans, SummaryIndex
 from indexers.embedders import DeadlineEmbedder
@@ -35,6 +37,7 @@ from indexers.shard import Shard
 __all__ = ["Searcher"]
 
 KINDS = ("summary", "message")
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,28 +126,42 @@ class Searcher:
         if not messages.message_ids:
             return []
         window = fused.fused[messages.windows]
-        own = own_scores(messages.cosine, messages.shared, mode=q.mode, vector_weight=self.settings.vector_weight,
+        own = own_scores(_own_cosines(messages, found.cosine), messages.shared, mode=q.mode, vector_weight=self.settings.vector_weight,
                          lexical_weight=self.settings.lexical_weight)
         seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
         summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
                    else np.full(len(seqs), np.nan))
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
-                                summary_weight=self.settings.summary_context_weight)
+                                summary_weight=self.settings.summary_context_weight,
+                                context_cap=self.settings.message_context_cap)
+        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
+        scores = self._turn_rules(scores, cards, q.text)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         coverage = self.summaries.coverage(user_id)
+        lexical = own_lexical(messages.shared)
         hits = []
         for i in best:
-            chunk, line = messages.chunks[i], messages.lines[i]
-            card = shard.messages.get(chunk.thread_id, chunk.message_seqs[line])
+            chunk, line, card = messages.chunks[i], messages.lines[i], cards[i]
             if card is None:  # deleted since the shard was read
                 continue
             parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
-                            own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]))
+                            own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
+                            own_lexical=float(lexical[i]))
             text = _without_label(chunk.message_lines()[line], card.label)
             hits.append(self._hit(card, text, chunk, parts, coverage, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
+
+    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
+        """The rules between turns: a named participant's turns first, then replies lifted by their match."""
+        words = frozenset(_WORD.findall(text.casefold()))
+        named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
+        scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
+        at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
+        previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
+                            dtype=np.int64)
+        return lift_replies(scores, previous, lift=self.settings.reply_lift)
 
     def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
              q: _Query) -> SearchHit:
@@ -217,6 +234,16 @@ def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query) -> SearchHit:
         from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
         summary_kind=summary.kind, parts=parts,
     )
+
+
+def _own_cosines(messages: MessageCandidates, window_cosine: np.ndarray | None) -> np.ndarray:
+    """Each message's cosine; a window holding one message alone (a piece of a long tool output)
+    is that message's own line, so its cosine counts for the message when it is higher."""
+    if window_cosine is None:
+        return messages.cosine
+    alone = np.array([len(c.message_ids) == 1 for c in messages.chunks], dtype=bool)
+    piece = np.where(alone, window_cosine[messages.windows], np.nan)
+    return np.where(np.isnan(messages.cosine), piece, np.fmax(messages.cosine, piece))
 
 
 def _without_label(line: str, label: str) -> str:

@@ -8,8 +8,9 @@ greedily while the sum of their counts fits. WordPiece splits on whitespace, so 
 up; each window is still re-counted, and shrunk in the (pathological) case they do not.
 The next window starts `overlap_messages` before the previous end, fewer if the overlap would
 leave no room for a new message, and always at least one message later. A line that alone
-exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk; tool outputs are
-first capped to head + placeholder + tail.
+exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk pointing to its
+message. Tool outputs are indexed whole the same way (only the context payload trims them), so a
+word in the middle of a long log is as searchable as one at its ends.
 
 Restartable: a window depends only on the messages from its start up to the one after its end,
 and so does the next start. Hence for every start s of a full run, chunking only the messages
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 from engine.errors import InvalidInputError
 from engine.models import Message
 from indexers.model_files import MODEL_MAX_TOKENS
-from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
+from indexers.wordpieces import TokenCounter, WordPieceCounter
 
 if TYPE_CHECKING:
     from engine.config import Settings
@@ -45,7 +46,6 @@ __all__ = [
     "speaker_label",
     "label_for",
     "render_line",
-    "cap_tool_output",
     "chunk_thread",
     "window_starts",
     "restart_seq",
@@ -57,23 +57,20 @@ _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content
 
 @dataclass(frozen=True, slots=True)
 class ChunkParams:
-    """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
+    """How threads are cut: see Settings.window_tokens, overlap_messages."""
 
     window_tokens: int = 96
     overlap_messages: int = 1
-    tool_output_cap_tokens: int = 96
 
     def __post_init__(self) -> None:
         if not 1 <= self.window_tokens <= MAX_WINDOW_TOKENS:
             raise InvalidInputError(f"window_tokens must be 1..{MAX_WINDOW_TOKENS}, got {self.window_tokens}")
         if self.overlap_messages < 0:
             raise InvalidInputError(f"overlap_messages must be >= 0, got {self.overlap_messages}")
-        if self.tool_output_cap_tokens < 1:
-            raise InvalidInputError(f"tool_output_cap_tokens must be >= 1, got {self.tool_output_cap_tokens}")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ChunkParams:
-        return cls(settings.window_tokens, settings.overlap_messages, settings.tool_output_cap_tokens)
+        return cls(settings.window_tokens, settings.overlap_messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,18 +133,15 @@ def _count_all(counter: TokenCounter, texts: list[str]) -> list[int]:
     return list(count_many(texts)) if count_many is not None else [counter.count(t) for t in texts]
 
 
-def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[_Line]:
-    """Validate one thread in seq order, drop notes, cap tool outputs, count lines in one batch."""
+def _prepare_lines(messages: Sequence[Message], counter: TokenCounter) -> list[_Line]:
+    """Validate one thread in seq order, drop notes, count lines in one batch."""
     for before, after in zip(messages, messages[1:]):
         if after.thread_id != before.thread_id:
             raise InvalidInputError(f"chunk one thread at a time: got {before.thread_id!r} and {after.thread_id!r}")
         if after.seq <= before.seq:
             raise InvalidInputError(f"messages must be in increasing seq order: {after.seq} after {before.seq}")
     turns = [m for m in messages if m.kind != "note"]
-    bodies = [
-        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool" else m.content
-        for m in turns
-    ]
+    bodies = [m.content for m in turns]
     prefixes = [f"{speaker_label(m)}: " for m in turns]
     counts = _count_all(counter, [p + b for p, b in zip(prefixes, bodies)])
     return [_Line(m.message_id, m.seq, p, b, n) for m, p, b, n in zip(turns, prefixes, bodies, counts)]
@@ -262,7 +256,7 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
 
     Deterministic: the same messages and params always give the same chunks and ids.
     """
-    lines = _prepare_lines(messages, params, counter)
+    lines = _prepare_lines(messages, counter)
     if not lines:
         return []
     budget = params.window_tokens

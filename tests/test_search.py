@@ -41,6 +41,50 @@ def test_a_keyword_hit_survives_a_high_minimum_score(engine):
     assert top.parts.final < 0.95 and top.parts.lexical == 1.0  # kept by its lexical match, not its score
 
 
+def test_the_floor_exemption_looks_at_the_message_not_its_window(engine):
+    response = engine.search("alice", "A-7731", min_score=0.95, limit=20, kinds=("message",), explain=True)
+    texts = contents(engine, "alice", response)
+    assert texts and all("A-7731" in text for text in texts)  # window neighbours without the id are dropped
+    assert all(h.parts.own_lexical >= 0.5 for h in response.results)
+
+
+def test_a_line_that_matches_nothing_does_not_ride_on_its_window(engine):
+    # "Good night, Alice." shares a window with the question; its own line matches nothing
+    response = engine.search("alice", "what did we decide about the database?", limit=20, kinds=("message",))
+    ids = [h.message_id for h in response.results]
+    assert "alice-0057" in ids[:3]  # the answer: "Decision (ADR-007, Monday): managed PostgreSQL 15.4 ..."
+    assert "alice-0055" not in ids or ids.index("alice-0055") > ids.index("alice-0057")
+
+
+def test_the_reply_after_a_strong_match_is_lifted(engine):
+    response = engine.search("alice", "what did we decide about the database?", limit=20, kinds=("message",),
+                             explain=True)
+    by_id = {h.message_id: h for h in response.results}
+    question, answer = by_id["alice-0056"], by_id["alice-0057"]
+    assert answer.parts.fused == pytest.approx(0.9 * question.parts.fused)  # lifted by the question it answers
+    assert answer.parts.fused > answer.parts.own
+
+
+def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):
+    # req-9120 sits in the middle of a 6,701-character log: neither its head nor its tail holds it
+    response = engine.search("alice", "req-9120", kinds=("message",))
+    assert response.results[0].message_id == "alice-0032" and "req-9120" in response.results[0].snippet
+    errors = engine.search("alice", "ECONNRESET", kinds=("message",))
+    assert "alice-0032" in [h.message_id for h in errors.results[:3]]
+
+
+def test_a_named_participant_s_turns_come_first(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("dora")
+        # Carol's question shares more of the query's words; Bob's turn is the one about Bob
+        turns = [("Bob", "Carol, I finally got a kayak last week, a red one."),
+                 ("Carol", "Bob, a kayak! Which kayak did you buy?"), ("Bob", "A sit-on-top, for the lake.")]
+        engine.ingest("dora", [{"role": "user", "speaker": who, "content": text, "message_id": f"m{i}",
+                                "created_at": f"2024-01-01T09:0{i}"} for i, (who, text) in enumerate(turns)])
+        response = engine.search("dora", "which kayak did Bob buy?", kinds=("message",))
+        assert response.results[0].speaker == "Bob"
+
+
 def test_multi_term_queries_match_any_term(engine):
     response = engine.search("alice", "A-7731 xylophonequartz", kinds=("message",))
     assert "A-7731" in contents(engine, "alice", response)[0]

@@ -17,13 +17,13 @@ from indexers.chunking import (
     Chunk,
     ChunkParams,
     WordPieceCounter,
-    cap_tool_output,
     chunk_thread,
     render_line,
     restart_seq,
     speaker_label,
     window_starts,
 )
+from indexers.wordpieces import cap_tool_output
 
 THREAD = "alice:continuous"
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -81,14 +81,12 @@ def threads(draw: st.DrawFn) -> list[Message]:
     return out
 
 
-params_st = st.builds(ChunkParams, st.sampled_from([32, 48, 64, 96, 160, MAX_WINDOW_TOKENS]), st.integers(0, 3),
-                      st.sampled_from([16, 40, 96]))
+params_st = st.builds(ChunkParams, st.sampled_from([32, 48, 64, 96, 160, MAX_WINDOW_TOKENS]), st.integers(0, 3))
 
 
-def expected_line(m: Message, params: ChunkParams) -> str:
-    """The line a message should contribute, computed independently of the chunker's internals."""
-    content = cap_tool_output(m.content, params.tool_output_cap_tokens, counter()) if m.role == "tool" else m.content
-    return f"{speaker_label(m)}: {content}"
+def expected_line(m: Message) -> str:
+    """The line a message should contribute: every message whole, tool outputs included."""
+    return f"{speaker_label(m)}: {m.content}"
 
 
 # --- properties -------------------------------------------------------------------------------
@@ -117,7 +115,7 @@ def test_chunks_are_ordered_fit_the_budget_and_count_truly(messages: list[Messag
 def test_provenance_is_exact(messages: list[Message], params: ChunkParams) -> None:
     turns = [m for m in messages if m.kind == "turn"]
     by_id = {m.message_id: m for m in turns}
-    lines = {m.message_id: expected_line(m, params) for m in turns}
+    lines = {m.message_id: expected_line(m) for m in turns}
     pieces: dict[str, list[Chunk]] = {}
     for c in chunk_thread(messages, params, counter()):
         members = [by_id[mid] for mid in c.message_ids]
@@ -231,16 +229,20 @@ def test_capped_tool_output_keeps_exact_ends_whatever_the_text(output: str) -> N
     assert counter().count(head) + int(omitted) + counter().count(tail) == total
 
 
-def test_short_tool_output_is_unchanged_and_capping_applies_to_tools_only() -> None:
+def test_short_tool_output_is_unchanged_by_the_cap() -> None:
     assert cap_tool_output("exit code 0", 96, counter()) == "exit code 0"
-    long_text = words(400)
-    chunks = chunk_thread([msg(1, long_text, "tool", tools=("shell",)), msg(2, long_text, "assistant")],
-                          ChunkParams(window_tokens=160), counter())
-    tool_chunks = [c for c in chunks if c.message_ids == ("m1",)]
-    assert len(tool_chunks) == 1 and tool_chunks[0].text.startswith("Tool: shell: w0 apple")
-    assert "tokens of tool output omitted" in tool_chunks[0].text
-    assistant = [c for c in chunks if c.message_ids == ("m2",)]
-    assert len(assistant) > 1 and "omitted" not in "".join(c.text for c in assistant)
+
+
+def test_a_long_tool_output_is_indexed_whole_in_pieces_that_point_to_it() -> None:
+    output = "BEGIN " + words(400) + " ECONNRESET " + words(400, "v") + " END"
+    chunks = chunk_thread([msg(1, "run the import"), msg(2, output, "tool", tools=("shell",)), msg(3, "it failed")],
+                          ChunkParams(window_tokens=96), counter())
+    pieces = [c for c in chunks if c.message_ids == ("m2",)]
+    assert len(pieces) > 10 and [c.part for c in pieces] == list(range(len(pieces)))
+    assert all(c.text.startswith("Tool: shell: ") and c.n_tokens <= 96 for c in pieces)
+    assert "".join(c.text.removeprefix("Tool: shell: ") for c in pieces) == output  # the middle too
+    assert sum("ECONNRESET" in c.text for c in pieces) == 1
+    assert not any("omitted" in c.text for c in chunks)
 
 
 def test_a_one_megabyte_message_is_split_into_pieces_that_all_point_to_it() -> None:
@@ -337,7 +339,7 @@ def test_bad_input_is_refused(messages: list[Message]) -> None:
 
 
 @pytest.mark.parametrize("kwargs", [{"window_tokens": MAX_WINDOW_TOKENS + 1}, {"window_tokens": 0},
-                                    {"overlap_messages": -1}, {"tool_output_cap_tokens": 0}])
+                                    {"overlap_messages": -1}])
 def test_params_outside_the_model_window_are_refused(kwargs: dict[str, int]) -> None:
     with pytest.raises(InvalidInputError):
         ChunkParams(**kwargs)
