@@ -176,6 +176,8 @@ class ScorePartsOut(BaseModel):
                                  "message (vector, lexical and the ranks are that window's).")
     own: float | None = Field(None, description="Message hits: how well the message's own line matches.")
     summary: float | None = Field(None, description="Message hits: fused score of the best summary covering it.")
+    own_lexical: float | None = Field(None, description="Message hits: query weight the message's own line shares, "
+                                      "relative to the best line (0..1); what exempts it from min_score.")
 
 
 class SearchHitOut(BaseModel):
