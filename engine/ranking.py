@@ -3,8 +3,8 @@
 Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at 1.0), cosine ->
 `clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) per window and per summary; each
 message of the best windows -> `own_scores` (its own line) -> `message_scores` (own, its best
-window, its covering summary, context `earned` by the own line) -> `favour_named_speakers` ->
-`lift_replies` (the turn after a strong match) -> `apply_penalty` for messages a summary covers ->
+window, its covering summary, context `earned` by the own line) -> `lift_replies` (the turn
+after a strong match) -> `favour_named_speakers` -> `apply_penalty` for messages a summary covers ->
 `tie_break_key` (score, newer day, newer message) -> `merge_summaries_first`.
 """
 

@@ -154,14 +154,16 @@ class Searcher:
         return hits[:limit]
 
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
-        """The rules between turns: a named participant's turns first, then replies lifted by their match."""
-        words = frozenset(_WORD.findall(text.casefold()))
-        named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
-        scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
+        """The rules between turns: replies lifted by the match before them, then a named participant's turns
+        favoured (a reply weighs as its own speaker's turn: lifted the other way round, every reply to the
+        named participant outranked the rest, which LOO rejected)."""
         at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
         previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
                             dtype=np.int64)
-        return lift_replies(scores, previous, lift=self.settings.reply_lift)
+        scores = lift_replies(scores, previous, lift=self.settings.reply_lift)
+        words = frozenset(_WORD.findall(text.casefold()))
+        named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
+        return favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
 
     def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
              q: _Query) -> SearchHit:
