@@ -68,7 +68,9 @@ def test_the_reply_after_a_strong_match_is_lifted(engine):
 def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):
     # req-9120 sits in the middle of a 6,701-character log: neither its head nor its tail holds it
     response = engine.search("alice", "req-9120", kinds=("message",))
-    assert response.results[0].message_id == "alice-0032" and "req-9120" in response.results[0].snippet
+    hit = response.results[0]
+    assert hit.message_id == "alice-0032" and "req-9120" in hit.snippet  # cited from the piece that matched
+    assert hit.from_seq == hit.to_seq == hit.seq  # the piece's window is the message alone
     errors = engine.search("alice", "ECONNRESET", kinds=("message",))
     assert "alice-0032" in [h.message_id for h in errors.results[:3]]
 
