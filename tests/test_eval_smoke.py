@@ -114,3 +114,30 @@ def test_hybrid_run_with_summaries_and_limited_questions(tiny_locomo: Path) -> N
     assert result.groups["overall"]["questions"] == 3 and result.groups["adversarial"] == {"questions": 0}
     assert _in_unit_range(result.groups["overall"])
     assert result.groups["overall"]["session"]["recall_any@5"] == 1.0  # two sessions, five slots
+
+
+def test_leave_one_out_chooses_on_the_other_conversations_only() -> None:
+    from benchmarks.locomo_cv import folds
+
+    def conv(n: int, value: float) -> dict:
+        return {"questions": n, "turn.recall_any@10": value, "turn.ndcg@10": value, "session.recall_any@5": value,
+                "turn.mrr": value}
+
+    # A wins c1 by far, B wins c2 and c3 a little: a fold never sees its own conversation's figures
+    runs = [{"overrides": {"rule": "A"}, "conversations": {"c1": conv(10, 0.9), "c2": conv(10, 0.5), "c3": conv(10, 0.5)}},
+            {"overrides": {"rule": "B"}, "conversations": {"c1": conv(10, 0.1), "c2": conv(10, 0.6), "c3": conv(10, 0.6)}}]
+    chosen = {f["held_out"]: (f["chose"]["rule"], f["figures"]["turn.recall_any@10"]) for f in folds(runs)}
+    assert chosen == {"c1": ("B", 0.1), "c2": ("A", 0.5), "c3": ("A", 0.5)}
+
+
+def test_cv_run_scores_each_conversation_and_restores_the_settings(tiny_locomo: Path) -> None:
+    from benchmarks.locomo_cv import _run
+
+    with open_corpus(tiny_locomo, embedder=None) as corpus:
+        before = corpus.engine.searcher.settings
+        result = _run(corpus, {"reply_lift": 0.0, "other_speaker_weight": 1.0}, lambda _: None)
+        assert corpus.engine.searcher.settings is before
+    figures = result["conversations"]["conv-t1"]
+    assert figures["questions"] == 4  # categories 1-4 with evidence; the adversarial one is left out
+    assert all(0.0 <= figures[k] <= 1.0 for k in figures if k != "questions")
+    assert figures["turn.recall_any@10"] > 0  # the easy questions are found
