@@ -22,10 +22,10 @@ from engine.navigation_results import ConversationContext, DayView, MessageView,
 from engine.search import Searcher
 from engine.search_types import SearchResponse
 from engine.store import STORE_FILENAME, Store
-from engine.summaries import ConversationDetail, SummaryService
+from engine.summaries import ConversationDetail, SummarizeReport, SummaryService
 from engine.summarize import make_summarizer
 from engine.summary_index import SummaryIndex
-from engine.timeutil import parse_timestamp, utcnow
+from engine.timeutil import parse_day, parse_timestamp, utcnow
 from engine.tokens import TokenCounter
 from indexers.bm25 import Bm25Params
 from indexers.chunking import ChunkParams
@@ -184,9 +184,62 @@ class ConversationEngine:
         with self.write_lock, _file_errors(path):
             report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
+            self._summarize_users(report.users, since=None)  # the same policy as live ingest, once per day
             for user in report.users:
                 self.pipeline.refresh(user)
         return report
+
+    # Summaries on bulk paths and on a schedule ------------------------------------------------
+    def summarize(self, user_id: str | None = None, *, since: str | None = None) -> SummarizeReport:
+        """Backfill: apply the summary policy (and retention) to every day and ended conversation
+        (from `since`, a YYYY-MM-DD day, on) that lacks an up-to-date summary; closes days that are over."""
+        day = parse_day(since) if since is not None else None
+        with self.write_lock:
+            users = self.users(user_id)
+            report = self._summarize_users(users, since=day)
+            for user in users:
+                self.pipeline.update_lexical(user)  # the engine's notes are messages too
+        return report
+
+    def finalize_days(self, user_id: str | None = None, *, now: datetime | None = None) -> SummarizeReport:
+        """The scheduled close (a timer in `serve`, or cron running `convsearch summarize --finalize`):
+        ends conversations idle past the timeout and closes each thread's last day once it is over."""
+        moment = now or self.clock()
+        with self.write_lock:
+            users = self.users(user_id)
+            written, ended = [], 0
+            for user in users:
+                for thread in self.store.threads_of(user):
+                    summaries, count = self.summaries.finalize(user, thread.thread_id, moment)
+                    written, ended = written + summaries, ended + count
+                self._apply_retention_all(user)
+                self.pipeline.update_lexical(user)
+        return SummarizeReport.of(users, written, ended)
+
+    def regenerate_day_summary(self, user_id: str, day_label: str, *, thread_id: str | None = None) -> Summary:
+        """Rewrite one day's summary now ("Regenerate summary"); day_label is YYYY-MM-DD in the user's zone."""
+        day = parse_day(day_label)
+        with self.write_lock:
+            summary = self.summaries.regenerate_day(user_id, day, thread_id=thread_id)
+            self.pipeline.update_lexical(user_id)
+        return summary
+
+    def _summarize_users(self, users: Sequence[str], *, since) -> SummarizeReport:
+        """Retention first (no summary is written for what goes), then each stale day and ended
+        conversation once, then the scheduled close for days already over."""
+        written: list[Summary] = []
+        ended = 0
+        for user in users:
+            self._apply_retention_all(user)
+            for thread in self.store.threads_of(user):
+                written += self.summaries.catch_up(user, thread.thread_id, since=since)
+                summaries, count = self.summaries.finalize(user, thread.thread_id, self.clock())
+                written, ended = written + summaries, ended + count
+        return SummarizeReport.of(users, written, ended)
+
+    def _apply_retention_all(self, user_id: str) -> None:
+        for thread in self.store.threads_of(user_id):
+            self._apply_retention(user_id, thread.thread_id)
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
         with _file_errors(path):
