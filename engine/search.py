@@ -76,10 +76,10 @@ class Searcher:
         messages = (self._message_hits(user_id, shard, q, intervals, limit, penalty, scored if wants_context else None)
                     if "message" in kinds else [])
         floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
-        summaries = self._summary_hits(scored, q, limit, floor_of) if "summary" in kinds else []
+        summaries = self._summary_hits(scored, q, limit, floor_of, shard) if "summary" in kinds else []
         summaries = [h for h in summaries if passes_floor(h.parts, min_score)]
-        max_summaries = self.settings.max_summary_results if "message" in kinds else limit
-        merged = merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=max_summaries)
+        merged = (merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=self.settings.max_summary_results)
+                  if "message" in kinds else summaries[:limit])  # summaries alone: up to `limit` of them
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
         return SearchResponse(
             query=text, results=results, mode=q.mode, not_vector_indexed=self.pipeline.pending_vector_messages(user_id),
@@ -174,7 +174,7 @@ class Searcher:
 
     @staticmethod
     def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
-                      messages: list[SearchHit]) -> list[SearchHit]:
+                      messages: list[SearchHit], shard: Shard) -> list[SearchHit]:
         if summaries is None:
             return []
         # A summary leads only if it would have earned a place among the messages on its own score.
@@ -183,8 +183,9 @@ class Searcher:
         leading = np.flatnonzero((fused > 0) & (fused >= bar))
         # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show
         days = np.array([d.toordinal() if (d := summaries.summaries[i].day_label) else 0 for i in leading])
-        best = leading[np.lexsort((-summaries.spans.ends[leading], -days, -np.round(fused[leading], 6)))][:limit]
-        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q) for i in best]
+        ranked = leading[np.lexsort((-summaries.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
+        best = _distinct_spans([summaries.summaries[i] for i in ranked], ranked, limit)
+        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q, shard) for i in best]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
 
@@ -209,13 +210,47 @@ class _ScoredSummaries:
         return out
 
 
-def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query) -> SearchHit:
+NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing
+
+
+def _distinct_spans(ranked: Sequence[Summary], rows: np.ndarray, limit: int) -> list[int]:
+    """Up to `limit` rows, best first, none over nearly the same span as another (overlap over union
+    >= NEAR_SAME_SPAN): of such a pair (a conversation and its day) the shorter span, the more specific
+    one, shows, in the better one's place."""
+    kept: list[tuple[Summary, int]] = []
+    for summary, row in zip(ranked, rows):
+        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(summary, other)), None)
+        if twin is None:
+            if len(kept) < limit:
+                kept.append((summary, int(row)))
+        elif _span(summary) < _span(kept[twin][0]):
+            kept[twin] = (summary, int(row))
+    return [row for _, row in kept]
+
+
+def _span(summary: Summary) -> int:
+    return summary.to_seq - summary.from_seq + 1
+
+
+def _near_same(a: Summary, b: Summary) -> bool:
+    if a.thread_id != b.thread_id:
+        return False
+    overlap = min(a.to_seq, b.to_seq) - max(a.from_seq, b.from_seq) + 1
+    return overlap > 0 and overlap / (max(a.to_seq, b.to_seq) - min(a.from_seq, b.from_seq) + 1) >= NEAR_SAME_SPAN
+
+
+def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query, shard: Shard) -> SearchHit:
+    """A summary hit with its day (a conversation summary: the day it started) and its time span."""
+    first, last = shard.messages.get(summary.thread_id, summary.from_seq), shard.messages.get(summary.thread_id,
+                                                                                              summary.to_seq)
+    day = summary.day_label or (first.day_label if first else None)
     return SearchHit(
-        kind="summary", score=round(parts.final, 6), thread_id=summary.thread_id, day_label=summary.day_label,
-        day_segment_id=day_segment_id(summary.thread_id, summary.day_label) if summary.day_label else None,
+        kind="summary", score=round(parts.final, 6), thread_id=summary.thread_id, day_label=day,
+        day_segment_id=day_segment_id(summary.thread_id, day) if day else None,
         snippet=make_snippet(summary.markdown, q.text.split() + q.tokens), covered_by_summary=False,
         from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
-        summary_kind=summary.kind, parts=parts,
+        summary_kind=summary.kind, parts=parts, started_at=first.created_at if first else None,
+        ended_at=last.created_at if last else None,
     )
 
 

@@ -333,7 +333,7 @@ def _aware(moment: datetime) -> datetime:
 
 
 def _terminated(sentence: str) -> str:
-    return sentence if sentence[-1] in ".!?…" else sentence + "."
+    return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
 
 
 def _check_range(start_seq: int, end_seq: int) -> None:

@@ -198,6 +198,8 @@ class SearchHitOut(BaseModel):
     summary_id: str | None = Field(None, description="Id of the summary (summary hits).")
     summary_kind: str | None = Field(None, description="day, conversation or range (summary hits).")
     parts: ScorePartsOut | None = Field(None, description="Score parts, only with explain.")
+    started_at: datetime | None = Field(None, description="Summary hits: when the first message covered was written.")
+    ended_at: datetime | None = Field(None, description="Summary hits: when the last message covered was written.")
 
 
 class SearchOut(BaseModel):
