@@ -20,14 +20,15 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engine.cli import data_commands, eval_commands, ops_commands, query_commands, service_commands
+    from engine.cli import (data_commands, eval_commands, ops_commands, query_commands, service_commands,
+                            summary_commands)
 
     parser = argparse.ArgumentParser(prog="convsearch", description=__doc__.splitlines()[0].strip("`: "))
     parser.add_argument("--home", help="data directory (default: $CONVSEARCH_HOME or ./.convsearch)")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log engine events to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data_commands, query_commands, service_commands, eval_commands, ops_commands):
+    for module in (data_commands, query_commands, service_commands, eval_commands, ops_commands, summary_commands):
         module.register(sub)
     return parser
 

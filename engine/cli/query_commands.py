@@ -77,10 +77,7 @@ def _navigation_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _summary_parsers(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, "summarize", summarize, "summarise turns START <= seq < END (stored and searchable)")
-    p.add_argument("start", type=int, help="first seq")
-    p.add_argument("end", type=int, help="end seq, exclusive")
-
+    # `summarize` (a range, a backfill, the scheduled close) lives in engine.cli.summary_commands
     p = _command(sub, "conversations", conversations, "list recent conversations, or show one with --id")
     p.add_argument("--limit", type=int, help="how many to list, 1 to 100 (default 10)")
     p.add_argument("--id", dest="conversation_id", help="show this conversation and all its messages")
@@ -132,11 +129,6 @@ def context(args: argparse.Namespace) -> Any:
 def messages_range(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
         return engine.messages_range(args.user, args.start, args.end)
-
-
-def summarize(args: argparse.Namespace) -> Any:
-    with open_engine(args, vectors=False) as engine:
-        return engine.summarize_range(args.user, args.start, args.end)
 
 
 def conversations(args: argparse.Namespace) -> Any:

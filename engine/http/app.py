@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
 from engine.errors import AuthError, ConvsearchError
-from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
+from engine.http.schemas import (RegenerateDayRequest, AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
                                  ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
@@ -124,6 +124,12 @@ def messages_range(body: RangeRequest, engine: Engine) -> list[MessageOut]:
 def summarize_range(body: RangeRequest, engine: Engine) -> SummaryOut:
     """Summarise turns start_seq <= seq < end_seq (stored, and searchable as a summary)."""
     return out(SummaryOut, engine.summarize_range(body.user_id, body.start_seq, body.end_seq))
+
+
+@router.post("/days/{day}/summary")
+def regenerate_day_summary(day: str, body: RegenerateDayRequest, engine: Engine) -> SummaryOut:
+    """Rewrite the day's summary now ("Regenerate summary"); `day` is YYYY-MM-DD in the user's zone."""
+    return out(SummaryOut, engine.regenerate_day_summary(body.user_id, day, **given(thread_id=body.thread_id)))
 
 
 @router.post("/conversations/list")

@@ -20,7 +20,7 @@ __all__ = [  # requests, then results, then helpers
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest", "SearchRequest",
     "GetRequest", "TurnsSinceRequest", "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest",
     "ListConversationsRequest", "GetConversationRequest", "AssembleRequest",
-    "UserOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
+    "RegenerateDayRequest", "UserOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
     "TurnsSinceOut", "TurnsAroundOut", "ContextOut", "SubstringMatchOut", "SummaryOut", "EndOut", "ConversationOut",
     "StoredMessageOut", "ConversationDetailOut", "TruncationMarkerOut", "PayloadOut", "SliceOut", "IndexReportOut",
     "IndexStatusOut", "HealthOut", "ErrorBody", "ErrorOut", "GetOut", "given", "out", "substring_matches",
@@ -86,6 +86,10 @@ class IngestRequest(UserRequest):
 class EndConversationRequest(UserRequest):
     reason: str | None = Field(None, description="Why it ended, kept on the record (default 'explicit').")
     thread_id: str | None = Field(None, description="Thread whose open conversation to end; default: continuous.")
+
+
+class RegenerateDayRequest(UserRequest):
+    thread_id: str | None = Field(None, description="Thread of the day; default: the user's continuous thread.")
 
 
 class SearchRequest(UserRequest):
