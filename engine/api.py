@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -184,7 +185,8 @@ class ConversationEngine:
         with self.write_lock, _file_errors(path):
             report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
-            self._summarize_users(report.users, since=None)  # the same policy as live ingest, once per day
+            made = self._summarize_users(report.users, since=None)  # the same policy as live ingest, once per day
+            report = replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
             for user in report.users:
                 self.pipeline.refresh(user)
         return report
@@ -204,17 +206,12 @@ class ConversationEngine:
     def finalize_days(self, user_id: str | None = None, *, now: datetime | None = None) -> SummarizeReport:
         """The scheduled close (a timer in `serve`, or cron running `convsearch summarize --finalize`):
         ends conversations idle past the timeout and closes each thread's last day once it is over."""
-        moment = now or self.clock()
         with self.write_lock:
             users = self.users(user_id)
-            written, ended = [], 0
+            report = self._summarize_users(users, since=None, now=now or self.clock(), last_only=True)
             for user in users:
-                for thread in self.store.threads_of(user):
-                    summaries, count = self.summaries.finalize(user, thread.thread_id, moment)
-                    written, ended = written + summaries, ended + count
-                self._apply_retention_all(user)
                 self.pipeline.update_lexical(user)
-        return SummarizeReport.of(users, written, ended)
+        return report
 
     def regenerate_day_summary(self, user_id: str, day_label: str, *, thread_id: str | None = None) -> Summary:
         """Rewrite one day's summary now ("Regenerate summary"); day_label is YYYY-MM-DD in the user's zone."""
@@ -224,17 +221,19 @@ class ConversationEngine:
             self.pipeline.update_lexical(user_id)
         return summary
 
-    def _summarize_users(self, users: Sequence[str], *, since) -> SummarizeReport:
-        """Retention first (no summary is written for what goes), then each stale day and ended
-        conversation once, then the scheduled close for days already over."""
+    def _summarize_users(self, users: Sequence[str], *, since, now: datetime | None = None,
+                         last_only: bool = False) -> SummarizeReport:
+        """Idle conversations end, retention applies (no summary is written for what goes), then each
+        stale day and ended conversation is summarised once, days already over closed."""
+        moment = now or self.clock()
         written: list[Summary] = []
         ended = 0
         for user in users:
+            threads = self.store.threads_of(user)
+            ended += sum(self.summaries.end_idle(t.thread_id, moment) for t in threads)
             self._apply_retention_all(user)
-            for thread in self.store.threads_of(user):
-                written += self.summaries.catch_up(user, thread.thread_id, since=since)
-                summaries, count = self.summaries.finalize(user, thread.thread_id, self.clock())
-                written, ended = written + summaries, ended + count
+            for thread in threads:
+                written += self.summaries.close_days(user, thread.thread_id, moment, since=since, last_only=last_only)
         return SummarizeReport.of(users, written, ended)
 
     def _apply_retention_all(self, user_id: str) -> None:

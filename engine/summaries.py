@@ -210,21 +210,27 @@ class SummaryService:
                 updated += [summary] if summary is not None else []
         return updated
 
-    def finalize(self, user_id: str, thread_id: str, now: datetime) -> tuple[list[Summary], int]:
-        """The scheduled close: end the open conversation once idle past the timeout, and close the
-        thread's last day once it is over in the user's time zone. (summaries written, conversations ended)"""
+    def end_idle(self, thread_id: str, now: datetime) -> int:
+        """The scheduled close of a conversation: end the open one once idle past the timeout (1 if ended)."""
         found = self.store.timeline.last_conversation(thread_id)
-        ended = 0
-        if found is not None and found[0].ended_at is None:
-            last_at = _aware(found[0].last_message_at)
-            if _aware(now) - last_at > self.ingestor.idle_timeout:
-                self.store.timeline.end_conversation(found[0].conversation_id, last_at, "idle")
-                ended = 1
+        if found is None or found[0].ended_at is not None:
+            return 0
+        last_at = _aware(found[0].last_message_at)
+        if _aware(now) - last_at <= self.ingestor.idle_timeout:
+            return 0
+        self.store.timeline.end_conversation(found[0].conversation_id, last_at, "idle")
+        return 1
+
+    def close_days(self, user_id: str, thread_id: str, now: datetime, *, since: date | None = None,
+                   last_only: bool = False) -> list[Summary]:
+        """`catch_up` with the days that are over in the user's zone closed; `last_only` for the
+        scheduled close (only the thread's last day can still be open)."""
         segments = self.store.timeline.day_segments(thread_id)
         if not segments or self.summarizer is None:
-            return [], ended
+            return []
         today = _aware(now).astimezone(zone(self.store.get_user(user_id).timezone)).date()
-        return self.catch_up(user_id, thread_id, since=segments[-1].day_label, day_is_over=today), ended
+        return self.catch_up(user_id, thread_id, since=segments[-1].day_label if last_only else since,
+                             day_is_over=today)
 
     def regenerate_day(self, user_id: str, day_label: date, thread_id: str | None = None) -> Summary:
         """Rewrite one day's summary now, whatever the policy says (the user asked for it)."""

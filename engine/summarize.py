@@ -31,6 +31,7 @@ __all__ = [
     "split_sentences",
     "section_text",
     "clamp_title",
+    "word_count",
 ]
 
 log = logging.getLogger("convsearch.summarize")
@@ -91,10 +92,10 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def _length(text: str) -> int:
+def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
     cjk = len(_CJK.findall(text))
-    return len(_CJK.sub(" ", text).split()) + (cjk + 1) // 2
+    return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
 
 def _content_words(text: str) -> list[str]:
@@ -113,7 +114,7 @@ def _quote(sentence: str) -> str:
     words = sentence.split()
     if len(words) > MAX_QUOTE_WORDS:
         return " ".join(words[:MAX_QUOTE_WORDS]) + " …"
-    if len(sentence) > 2 * MAX_QUOTE_WORDS and _length(sentence) > MAX_QUOTE_WORDS:
+    if len(sentence) > 2 * MAX_QUOTE_WORDS and word_count(sentence) > MAX_QUOTE_WORDS:
         return sentence[: 2 * MAX_QUOTE_WORDS] + "…"
     return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
 
@@ -130,7 +131,7 @@ _TRAILING = frozenset("since because while when where which who that and or but 
 def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
     """A 5-8 word title: cut at 8 words (at a clause end when one falls within 5-8), padded from
     `fallback_words` up to 5."""
-    if _CJK.search(text) and _length(text) >= TITLE_WORDS[0]:  # no spaces: cut by characters, 2 a word
+    if _CJK.search(text) and word_count(text) >= TITLE_WORDS[0]:  # no spaces: cut by characters, 2 a word
         return text.strip().rstrip("。！？、.!?")[: 2 * TITLE_WORDS[1] + 1]
     clause = re.split(r"[,;:(—–]| - ", _normalise(text))
     base = clause[0] if len(clause) > 1 and TITLE_WORDS[0] <= len(clause[0].split()) <= TITLE_WORDS[1] else text
@@ -195,7 +196,7 @@ def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
         for text in split_sentences(m.content):
-            if _length(text) >= 3 and any(c.isalpha() for c in text):
+            if word_count(text) >= 3 and any(c.isalpha() for c in text):
                 out.append(_Sentence(text, _speaker(m), index, m.role))
     return out
 
@@ -232,7 +233,7 @@ def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: in
 
     def score(s: _Sentence) -> float:
         words = set(_content_words(s.text))
-        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(_length(s.text) + 1)
+        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(word_count(s.text) + 1)
 
     ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))[:k]
     return [sentences[i] for i in sorted(ranked)]

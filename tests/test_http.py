@@ -192,6 +192,13 @@ def test_summaries_conversations_and_context(api: httpx.Client) -> None:
     assert ok(api, "/api/conversation/end", user_id="bob") == {"summary": None}
 
 
+def test_a_day_summary_is_regenerated_on_request(api: httpx.Client) -> None:
+    summary = ok(api, "/api/days/2024-03-04/summary", user_id="alice")
+    assert summary["kind"] == "day" and summary["day_label"] == "2024-03-04" and "## Decisions" in summary["markdown"]
+    error(post(api, "/api/days/2023-01-01/summary", user_id="alice"), 404, "unknown_day_segment")
+    error(post(api, "/api/days/yesterday/summary", user_id="alice"), 400, "invalid_input")
+
+
 def test_index_routes(api: httpx.Client) -> None:
     status = ok(api, "/api/index/status", user_id="alice")
     assert status["not_vector_indexed_messages"] == 0 and status["embedder"] == status["model"]
