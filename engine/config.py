@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="Model name for the chat-completions server.")
     day_summary_every: int = Field(10, ge=1, description="Update a day's summary after this many new messages.")
     day_token_budget: int = Field(4000, ge=100, description="Raw tokens of a day before its summary updates.")
+    finalize_every_minutes: float = Field(
+        60.0, ge=0, description="`serve` runs the scheduled close (idle conversations end, days that are over "
+        "get their final summary) this often; 0 turns it off (then run `convsearch summarize --finalize` from cron).")
     context_token_budget: int = Field(4000, ge=100, description="Token budget of the default context payload.")
 
     # Surfaces

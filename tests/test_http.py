@@ -196,7 +196,7 @@ def test_a_day_summary_is_regenerated_on_request(api: httpx.Client) -> None:
     summary = ok(api, "/api/days/2024-03-04/summary", user_id="alice")
     assert summary["kind"] == "day" and summary["day_label"] == "2024-03-04" and "## Decisions" in summary["markdown"]
     error(post(api, "/api/days/2023-01-01/summary", user_id="alice"), 404, "unknown_day_segment")
-    error(post(api, "/api/days/yesterday/summary", user_id="alice"), 400, "invalid_input")
+    error(post(api, "/api/days/yesterday/summary", user_id="alice"), 422, "invalid_input")
 
 
 def test_index_routes(api: httpx.Client) -> None:
@@ -298,7 +298,7 @@ def test_openapi_lists_every_route_with_documented_fields(api: httpx.Client) -> 
     document = api.get("/openapi.json").json()
     routes = {"/healthz", "/api/users", "/api/messages", "/api/conversation/end", "/api/conversation/search",
               "/api/conversation/get", "/api/get_turns_since", "/api/get_turns_around", "/api/get_conversation_context",
-              "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/conversations/list",
+              "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/days/{day}/summary", "/api/conversations/list",
               "/api/conversations/get", "/api/context/slice", "/api/context/assemble", "/api/index/status",
               "/api/index"}
     assert set(document["paths"]) == routes

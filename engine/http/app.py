@@ -7,8 +7,10 @@ keep their code and status, bad requests are 422 `invalid_input`, and only real 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
@@ -256,11 +258,32 @@ class BearerAuth:
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.expected)
 
 
+def _finalize_timer(engine: ConversationEngine):
+    """The scheduled close while serving: `finalize_days` every `finalize_every_minutes` (0: off)."""
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        minutes = engine.settings.finalize_every_minutes
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(minutes * 60)
+                try:
+                    await asyncio.to_thread(engine.finalize_days)
+                except Exception:  # the next tick tries again; serving goes on
+                    log.exception("summary.finalize_failed")
+        task = asyncio.create_task(tick()) if minutes > 0 else None
+        yield
+        if task is not None:
+            task.cancel()
+    return lifespan
+
+
 # The app ----------------------------------------------------------------------------------------
 def create_app(engine: ConversationEngine) -> FastAPI:
     """The HTTP app over one engine (the caller owns the engine and closes it)."""
     token = engine.settings.api_token
-    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip())
+    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(),
+                  lifespan=_finalize_timer(engine))
     app.state.engine = engine
     # Documents the bearer scheme in /openapi.json; BearerAuth does the checking.
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
