@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from engine.evaluation.locomo import SUMMARY_SOURCES, RunConfig, open_corpus, run
+from engine.serialize import to_jsonable
 
 __all__ = ["CONFIGS", "main"]
 
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(_row(f"{source} / {name}", whole.groups["overall"], per), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        args.out.write_text(json.dumps(to_jsonable(document), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
 
