@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "data_dir"]
+from engine.errors import SettingsError
+
+__all__ = ["Settings", "data_dir", "ENV_PREFIX", "NON_SETTING_ENV"]
+
+ENV_PREFIX = "CONVSEARCH_"
+# Variables with the prefix that are not settings: the data directory and the test suite's data path.
+NON_SETTING_ENV = frozenset({"CONVSEARCH_HOME", "CONVSEARCH_LOCOMO_DEV"})
 
 
 def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -22,7 +29,18 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 class Settings(BaseSettings):
     """Every tunable of the engine, each overridable as CONVSEARCH_<NAME>."""
 
-    model_config = SettingsConfigDict(env_prefix="CONVSEARCH_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    def __init__(self, **values: Any) -> None:
+        """As pydantic's, but an unknown or bad setting raises SettingsError naming it (a misspelled
+        name would otherwise be ignored and the default used without a word)."""
+        unknown = _unknown_env_names()
+        if unknown:
+            raise SettingsError("; ".join(_suggest(name, prefix=ENV_PREFIX) for name in unknown))
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(_describe(exc)) from exc
 
     # Store
     default_timezone: str = Field("UTC", description="Time zone of users created without one (IANA name).")
@@ -94,3 +112,38 @@ class Settings(BaseSettings):
     # Surfaces
     api_token: str | None = Field(None, description="Bearer token required by every HTTP route but /healthz.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted.")
+
+    @model_validator(mode="after")
+    def _fusion_weights_not_both_zero(self) -> Settings:
+        if self.vector_weight == 0 and self.lexical_weight == 0:
+            raise ValueError("vector_weight and lexical_weight are both 0: every hybrid score would be 0/0; "
+                             "set at least one above 0 (defaults 0.7 and 0.3)")
+        return self
+
+
+def _unknown_env_names() -> list[str]:
+    """CONVSEARCH_* variables that name no setting (and are not one of NON_SETTING_ENV)."""
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    return sorted(name for name in os.environ
+                  if name.upper().startswith(ENV_PREFIX) and name.upper() not in known | NON_SETTING_ENV)
+
+
+def _suggest(name: str, *, prefix: str = "") -> str:
+    """'unknown setting X' with the closest real name, if one is close."""
+    names = [prefix + field.upper() if prefix else field for field in Settings.model_fields]
+    close = difflib.get_close_matches(name.upper() if prefix else name, names, n=1)
+    hint = f": did you mean {close[0]}?" if close else "; the settings are the fields of engine.config.Settings"
+    return f"unknown setting {name}{hint}"
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per bad setting, naming it and saying what is expected."""
+    lines = []
+    for error in exc.errors():
+        name = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            lines.append(_suggest(name))
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"setting {name}: {message}" if name else f"settings: {message}")
+    return "; ".join(lines)

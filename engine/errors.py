@@ -1,6 +1,7 @@
 """One error hierarchy for the whole engine: every surface turns these into clean messages.
 
-Each error carries a stable `code` (for HTTP/MCP clients) and the HTTP status it maps to.
+Each error carries a stable `code` (HTTP and MCP clients see it, the CLI prints it), the HTTP
+status it maps to and the CLI's exit code (one per family; docs/reference/cli.md lists them).
 Messages always say what to do instead.
 """
 
@@ -23,6 +24,8 @@ __all__ = [
     "StoreLockedError",
     "EmbeddingUnavailableError",
     "AuthError",
+    "SummarizerError",
+    "SettingsError",
 ]
 
 
@@ -31,6 +34,7 @@ class ConvsearchError(Exception):
 
     code = "error"
     http_status = 400
+    exit_code = 2
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -42,6 +46,7 @@ class InvalidInputError(ConvsearchError):
 
     code = "invalid_input"
     http_status = 422
+    exit_code = 3
 
 
 class InvalidTimestampError(InvalidInputError):
@@ -71,6 +76,7 @@ class ImportFileError(InvalidInputError):
 class NotFoundError(ConvsearchError):
     code = "not_found"
     http_status = 404
+    exit_code = 4
 
 
 class UnknownUserError(NotFoundError):
@@ -98,6 +104,7 @@ class IndexStateError(ConvsearchError):
 
     code = "index_mismatch"
     http_status = 409
+    exit_code = 5
 
 
 class StoreLockedError(ConvsearchError):
@@ -105,6 +112,7 @@ class StoreLockedError(ConvsearchError):
 
     code = "store_locked"
     http_status = 423
+    exit_code = 6
 
 
 class EmbeddingUnavailableError(ConvsearchError):
@@ -112,8 +120,25 @@ class EmbeddingUnavailableError(ConvsearchError):
 
     code = "embedding_unavailable"
     http_status = 503
+    exit_code = 7
 
 
 class AuthError(ConvsearchError):
     code = "unauthorized"
     http_status = 401
+    exit_code = 8
+
+
+class SummarizerError(ConvsearchError):
+    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
+
+    code = "summarizer_unavailable"
+    http_status = 503
+    exit_code = 9
+
+
+class SettingsError(InvalidInputError):
+    """An unknown setting (a misspelled CONVSEARCH_<NAME> or keyword) or a value out of range."""
+
+    code = "invalid_setting"
+    exit_code = 10

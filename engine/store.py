@@ -90,7 +90,8 @@ class Store:
         self.get_user(user_id)
         thread_id = continuous_thread_id(user_id)
         if not self.db.execute("SELECT 1 FROM threads WHERE thread_id = ?", [thread_id]):
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
@@ -101,7 +102,8 @@ class Store:
         if rows and rows[0][0] != user_id:
             raise InvalidInputError(f"thread id {thread_id!r} is taken: choose another thread id")
         if not rows:
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:

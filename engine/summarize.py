@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 import httpx
 
 from engine.config import Settings
-from engine.errors import ConvsearchError, InvalidInputError
+from engine.errors import InvalidInputError, SummarizerError
 from engine.models import Message
 
 __all__ = [
@@ -51,13 +51,6 @@ class Summarizer(Protocol):
     def title(self, messages: Sequence[Message]) -> str:
         """A 5-8 word title naming the main topic."""
         ...
-
-
-class SummarizerError(ConvsearchError):
-    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
-
-    code = "summarizer_unavailable"
-    http_status = 503
 
 
 # Text helpers ------------------------------------------------------------------------------------

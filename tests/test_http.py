@@ -6,7 +6,6 @@ import dataclasses
 import socket
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,28 +28,9 @@ from engine.search_types import SearchHit, SearchResponse
 from engine.summaries import ConversationDetail
 from indexers.embedders import Embedder, load_embedder
 from indexers.pipeline import IndexReport
+from tests.support import ALICE, BOB, NOW, messages
 
-NOW = datetime(2024, 3, 6, 12, 0, tzinfo=timezone.utc)
-ALICE = [
-    ("a1", "user", "2024-03-04T09:00:00+01:00", "We need to pick a database for the invoicing app: "
-                                                  "PostgreSQL or MySQL?"),
-    ("a2", "assistant", "2024-03-04T09:01:00+01:00", "PostgreSQL fits invoicing well: exact numeric types, JSONB "
-                                                       "for line items and strict transactions."),
-    ("a3", "user", "2024-03-04T09:05:00+01:00", "Decision: we go with PostgreSQL 15. Also, desk order A-7731 is late."),
-    ("a4", "assistant", "2024-03-04T09:06:00+01:00", "Noted. I will write ADR-007 recording the PostgreSQL decision."),
-    ("a5", "user", "2024-03-05T14:00:00+01:00", "The API logs show ECONNRESET errors under load since this morning."),
-    ("a6", "assistant", "2024-03-05T14:02:00+01:00", "ECONNRESET usually means the pool closed the connection: "
-                                                       "check the PgBouncer idle timeouts."),
-]
-BOB = [
-    ("b1", "user", "2024-03-04T20:00:00+09:00", "My cat Mochi is allergic to salmon food."),
-    ("b2", "assistant", "2024-03-04T20:01:00+09:00", "Then avoid fish-based treats and food for Mochi."),
-]
-
-
-def messages(rows: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
-    return [{"message_id": i, "role": r, "created_at": t, "content": c} for i, r, t, c in rows]
-
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:

@@ -14,7 +14,9 @@ from mcp.types import CallToolResult, Tool
 
 from engine.api import ConversationEngine
 from engine.mcp_server import TOOL_NAMES
-from tests.test_http import ALICE, BOB, NOW, messages
+from tests.support import ALICE, BOB, NOW, messages
+
+pytestmark = [pytest.mark.model, pytest.mark.process]  # see tests/conftest.py (--fast)
 
 REPO = Path(__file__).resolve().parents[1]
 CONVSEARCH = Path(sys.executable).parent / "convsearch"

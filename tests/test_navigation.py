@@ -363,6 +363,7 @@ def _generated(store: Store, gaps: list[int]) -> str:
     return user
 
 
+@pytest.mark.slow
 @seed(20240501)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gaps=_threads, count=st.integers(min_value=0, max_value=30),
@@ -380,6 +381,7 @@ def test_turns_around_property(store, gaps, count, ratio, offset):
     assert got.after_count == min(got.requested_after, sum(t >= moment for t in times))
 
 
+@pytest.mark.slow
 @seed(20240502)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gaps=_threads, spans=_spans, deleted=st.sets(st.integers(min_value=1, max_value=25), max_size=6),

@@ -10,6 +10,8 @@ import pytest
 from engine.api import ConversationEngine
 from engine.errors import InvalidInputError, InvalidTimestampError
 
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
+
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
 NOW = datetime(2024, 3, 7, 12, 0, tzinfo=timezone.utc)
 

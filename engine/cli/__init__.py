@@ -2,8 +2,8 @@
 
 Commands live in topic modules, each with `register(subparsers)`; handlers take the engine and
 the parsed arguments and return a JSON-able result, which `main` prints. Errors of the engine's
-hierarchy print one clear line on stderr and exit 2 (1 for anything unexpected).
-"""
+hierarchy print one clear line on stderr, `convsearch: error [code]: message`, and exit with their
+class's exit code (docs/reference/cli.md; 1 for anything unexpected)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.handler(args)
     except ConvsearchError as exc:
-        print(f"convsearch: error: {exc.message}", file=sys.stderr)
-        return 2
+        print(f"convsearch: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("convsearch: interrupted", file=sys.stderr)
         return 130

@@ -93,6 +93,7 @@ def expected_line(m: Message, params: ChunkParams) -> str:
 
 # --- properties -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st)
 def test_every_turn_is_indexed_and_no_note_is(messages: list[Message], params: ChunkParams) -> None:
@@ -101,6 +102,7 @@ def test_every_turn_is_indexed_and_no_note_is(messages: list[Message], params: C
     assert indexed == {m.message_id for m in messages if m.kind == "turn"}
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st)
 def test_chunks_are_ordered_fit_the_budget_and_count_truly(messages: list[Message], params: ChunkParams) -> None:
@@ -112,6 +114,7 @@ def test_chunks_are_ordered_fit_the_budget_and_count_truly(messages: list[Messag
         assert c.thread_id == THREAD
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st)
 def test_provenance_is_exact(messages: list[Message], params: ChunkParams) -> None:
@@ -137,6 +140,7 @@ def test_provenance_is_exact(messages: list[Message], params: ChunkParams) -> No
         assert prefix + "".join(bodies) == lines[mid] or "".join(p.text for p in parts) == lines[mid]
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st)
 def test_each_window_adds_a_new_message_and_overlap_is_bounded(messages: list[Message], params: ChunkParams) -> None:
@@ -148,6 +152,7 @@ def test_each_window_adds_a_new_message_and_overlap_is_bounded(messages: list[Me
         assert after.from_seq > before.from_seq
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st)
 def test_chunking_is_deterministic(messages: list[Message], params: ChunkParams) -> None:
@@ -157,6 +162,7 @@ def test_chunking_is_deterministic(messages: list[Message], params: ChunkParams)
     assert len({c.chunk_id for c in first}) == len(first)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st, st.data())
 def test_restarting_at_a_window_start_reproduces_the_tail(messages: list[Message], params: ChunkParams,
@@ -173,6 +179,7 @@ def test_restarting_at_a_window_start_reproduces_the_tail(messages: list[Message
         assert tail == [c for c in full if c.from_seq >= start]
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(threads(), params_st, st.data())
 def test_restart_seq_handles_appends_and_deletions(messages: list[Message], params: ChunkParams,
@@ -243,9 +250,11 @@ def test_short_tool_output_is_unchanged_and_capping_applies_to_tools_only() -> N
     assert len(assistant) > 1 and "omitted" not in "".join(c.text for c in assistant)
 
 
+@pytest.mark.slow
 def test_a_one_megabyte_message_is_split_into_pieces_that_all_point_to_it() -> None:
     content = words(80_000)[:1_000_000]
-    chunks = chunk_thread([msg(1, "before"), msg(2, content, "assistant"), msg(3, "after")], ChunkParams(window_tokens=160), counter())
+    chunks = chunk_thread([msg(1, "before"), msg(2, content, "assistant"), msg(3, "after")],
+                          ChunkParams(window_tokens=160), counter())
     pieces = [c for c in chunks if c.message_ids == ("m2",)]
     assert [c.part for c in pieces] == list(range(len(pieces))) and len(pieces) > 1000
     assert all(c.from_seq == c.to_seq == 2 and c.message_seqs == (2,) for c in pieces)
