@@ -28,6 +28,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider --fast
 
+# Lint only (no formatter): ruff over the code and tests, mypy over engine/ and indexers/ (pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_scale.py --sizes 10000,100000
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -134,7 +134,7 @@ class Store:
     # Messages --------------------------------------------------------------------------------
     def insert_messages(self, messages: Sequence[Message]) -> None:
         """Append a batch in one Arrow insert (callers hold the transaction)."""
-        columns = {name: [] for name in _MESSAGE_SCHEMA.names}
+        columns: dict[str, list[Any]] = {name: [] for name in _MESSAGE_SCHEMA.names}
         try:
             for m in messages:
                 for name, value in (

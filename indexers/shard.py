@@ -18,7 +18,7 @@ import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -144,7 +144,7 @@ class Shard:
             self._pending = len(waiting)
         return self._pending
 
-    def allowed(self, intervals: dict[str, tuple[int, int]]) -> np.ndarray:
+    def allowed(self, intervals: Mapping[str, tuple[int, int]]) -> np.ndarray:
         """Labels of chunks overlapping the seq interval [lo, hi] of their thread."""
         labels, threads, lows, highs = self._chunk_arrays()
         keep = np.zeros(len(labels), dtype=bool)
@@ -275,5 +275,5 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _with(manifest: Manifest, **changes: int) -> Manifest:
+def _with(manifest: Manifest, **changes: Any) -> Manifest:
     return replace(manifest, **changes)
