@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.errors import SettingsError
 
-__all__ = ["Settings", "data_dir", "ENV_PREFIX", "NON_SETTING_ENV"]
+__all__ = ["Settings", "data_dir", "default", "ENV_PREFIX", "NON_SETTING_ENV"]
 
 ENV_PREFIX = "CONVSEARCH_"
 # Variables with the prefix that are not settings: the data directory and the test suite's data path.
@@ -147,3 +147,9 @@ def _describe(exc: ValidationError) -> str:
             message = str(error["msg"]).removeprefix("Value error, ")
             lines.append(f"setting {name}: {message}" if name else f"settings: {message}")
     return "; ".join(lines)
+
+
+def default(name: str) -> Any:
+    """A setting's default: the indexers' parameter classes take theirs from here, so each default
+    is written once (in Settings, beside its description)."""
+    return Settings.model_fields[name].default

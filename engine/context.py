@@ -23,6 +23,7 @@ from engine.store import Store
 from engine.summaries import day_summary_id
 from engine.timeutil import local_day, utcnow, zone
 from engine.tokens import PROBE_CHARS_PER_TOKEN, TokenCounter
+from engine.validation import seq_range, whole_number
 
 __all__ = [
     "TRUNCATION_TEXT",
@@ -201,13 +202,7 @@ class ContextAssembler:
 
     def request_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         """Make the user's next assembly use messages start_seq <= seq < end_seq instead of today's."""
-        for name, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInputError(f"{name} must be an integer seq, got {value!r}")
-        if start_seq < 1 or end_seq <= start_seq:
-            raise InvalidInputError(
-                f"slice [{start_seq}, {end_seq}) is empty or reversed: seqs start at 1 and end_seq is exclusive"
-            )
+        seq_range(start_seq, end_seq)
         self.store.continuous_thread(user_id)  # unknown user: clear error now, not at the next assembly
         with self._lock:
             self._slices[user_id] = (start_seq, end_seq)
@@ -215,8 +210,7 @@ class ContextAssembler:
     def default_payload(self, user_id: str, *, max_tokens: int | None = None) -> ContextPayload:
         """Today's window (or the pending slice, once) with today's and yesterday's summaries, within budget."""
         budget = self.settings.context_token_budget if max_tokens is None else max_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        whole_number("max_tokens", budget, minimum=1)
         user = self.store.get_user(user_id)
         thread_id = self.store.continuous_thread(user_id).thread_id
         tz = zone(user.timezone)

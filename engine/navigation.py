@@ -31,6 +31,7 @@ from engine.navigation_results import (
 from engine.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc
 from engine.store import Store, continuous_thread_id
 from engine.timeutil import parse_timestamp, utcnow, zone
+from engine.validation import whole_number
 
 __all__ = [
     "Navigator",
@@ -288,14 +289,8 @@ class Navigator:
 
 
 def _whole(name: str, value: object, *, minimum: int = 0, maximum: int | None = MAX_LIMIT) -> int:
-    """A whole number in range, or an error saying which argument and what is allowed."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise InvalidInputError(f"{name} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidInputError(f"{name} must be at most {maximum}, got {value}: page through instead")
-    return value
+    """A whole number in range (at most MAX_LIMIT unless told otherwise)."""
+    return whole_number(name, value, minimum=minimum, maximum=maximum, too_big=": page through instead")
 
 
 def _ratio(value: object) -> float:

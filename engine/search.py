@@ -26,6 +26,7 @@ from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_
                             own_scores, passes_floor, tie_break_key)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
 from engine.summary_index import Coverage, Spans, SummaryIndex
+from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
@@ -35,6 +36,11 @@ from indexers.shard import Shard
 __all__ = ["Searcher"]
 
 KINDS = ("summary", "message")
+# Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
+WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
+EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
+# idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+IDF_FLOOR = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +116,14 @@ class Searcher:
     def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
                       summaries: "_ScoredSummaries | None") -> list[SearchHit]:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
-        depth = max(self.settings.candidate_depth, 5 * limit)
+        depth = max(self.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
         with shard.lock:
             found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
             if not len(found.labels):
                 return []
             fused = self._fuse(found.raw, found.matched, found.cosine, q)
-            order = np.argsort(-fused.fused, kind="stable")[: 3 * limit + 10]
-            # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-            idf = {t: max(shard.bm25.max_score([t]), 0.0) + 0.01 for t in set(q.tokens)}
+            order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+            idf = {t: max(shard.bm25.max_score([t]), 0.0) + IDF_FLOOR for t in set(q.tokens)}
             messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
         if not messages.message_ids:
             return []
@@ -235,9 +240,7 @@ def _check_query(query: object) -> str:
 
 def _check_limit(limit: object) -> int:
     low, high = LIMIT_RANGE
-    if isinstance(limit, bool) or not isinstance(limit, int) or not low <= limit <= high:
-        raise InvalidInputError(f"limit must be a whole number from {low} to {high}, got {limit!r}")
-    return limit
+    return whole_number("limit", limit, minimum=low, maximum=high)
 
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from engine.store import Store
 from engine.summarize import NONE_NOTED, Summarizer, clamp_title, section_text, split_sentences
 from engine.timeutil import utcnow, zone
 from engine.tokens import TokenCounter
+from engine.validation import seq_range, whole_number
 
 __all__ = [
     "SummaryService",
@@ -181,8 +182,7 @@ class SummaryService:
 
     def list_recent_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
         """The user's latest conversations across threads (records only: title, summary, times, span)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECENT:
-            raise InvalidInputError(f"limit must be an integer from 1 to {MAX_RECENT}, got {limit!r}")
+        whole_number("limit", limit, minimum=1, maximum=MAX_RECENT)
         self.store.get_user(user_id)
         found: list[Conversation] = []
         for thread in self.store.threads_of(user_id):
@@ -241,13 +241,4 @@ def _terminated(sentence: str) -> str:
 
 
 def _check_range(start_seq: int, end_seq: int) -> None:
-    for name, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidInputError(f"{name} must be an integer seq, got {value!r}")
-    if start_seq < 1:
-        raise InvalidInputError(f"start_seq must be at least 1 (seqs start at 1), got {start_seq}")
-    if end_seq <= start_seq:
-        raise InvalidInputError(
-            f"range [{start_seq}, {end_seq}) is empty or reversed: end_seq is exclusive and must be greater "
-            f"than start_seq (seq {start_seq} alone is [{start_seq}, {start_seq + 1}))"
-        )
+    seq_range(start_seq, end_seq)

@@ -38,6 +38,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Sequence
 
 import numpy as np
 
+from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
@@ -53,8 +54,8 @@ _MMAPPED = frozenset({"terms", "ptr", "docs", "tfs"})
 
 @dataclass(frozen=True, slots=True)
 class Bm25Params:
-    k1: float = 1.5
-    b: float = 0.75
+    k1: float = default("bm25_k1")
+    b: float = default("bm25_b")
     epsilon: float = 0.25  # rank_bm25's floor for negative idf: epsilon * average idf
 
     def __post_init__(self) -> None:

@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.config import default
 from engine.errors import InvalidInputError
 from engine.models import Message
+from indexers.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
 
@@ -59,9 +61,9 @@ _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content
 class ChunkParams:
     """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
 
-    window_tokens: int = 96
-    overlap_messages: int = 1
-    tool_output_cap_tokens: int = 96
+    window_tokens: int = default("window_tokens")
+    overlap_messages: int = default("overlap_messages")
+    tool_output_cap_tokens: int = default("tool_output_cap_tokens")
 
     def __post_init__(self) -> None:
         if not 1 <= self.window_tokens <= MAX_WINDOW_TOKENS:
@@ -154,9 +156,9 @@ def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: To
 
 
 def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
-    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    text_hash = content_hash(text)
     from_seq, to_seq = lines[0].seq, lines[-1].seq
-    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), content_hash))
+    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), text_hash))
     return Chunk(
         chunk_id=hashlib.sha256(key.encode("utf-8")).hexdigest()[:32],
         thread_id=thread_id,
@@ -165,7 +167,7 @@ def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int
         message_ids=tuple(line.message_id for line in lines),
         message_seqs=tuple(line.seq for line in lines),
         text=text,
-        content_hash=content_hash,
+        content_hash=text_hash,
         n_tokens=n_tokens,
         part=part,
         line_ends=_line_ends(lines, text),

@@ -29,6 +29,7 @@ from functools import cache
 from itertools import chain
 from typing import Any, Iterable, Sequence
 
+from engine.config import default
 from engine.errors import InvalidInputError
 
 __all__ = ["TokenizerParams", "LexicalTokenizer", "ENGLISH_STOPWORDS", "FRENCH_STOPWORDS", "fold"]
@@ -72,8 +73,8 @@ _CACHE_LIMIT = 200_000  # distinct raw tokens remembered per tokenizer
 
 @dataclass(frozen=True, slots=True)
 class TokenizerParams:
-    stemming: bool = True  # English Snowball stemming via PyStemmer (none if it is not installed)
-    stopwords: bool = True  # drop English + French stop words
+    stemming: bool = default("stemming")  # English Snowball stemming via PyStemmer (none if it is not installed)
+    stopwords: bool = default("stopwords")  # drop English + French stop words
     cjk_bigrams: bool = True  # CJK runs -> overlapping bigrams; off: a CJK run is one token
 
 

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,14 +24,14 @@ from engine.store import Store
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
 from indexers.embedders import Embedder
-from indexers.embedding_cache import EmbeddingCache
+from indexers.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "line_hash"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -54,11 +53,6 @@ class IndexReport:
     embeddings_reused: int
     embeddings_computed: int
     seconds: float
-
-
-def line_hash(line: str) -> str:
-    """The embedding cache key of a message's own line (a window's key is its Chunk.content_hash)."""
-    return hashlib.sha256(line.encode("utf-8")).hexdigest()
 
 
 class IndexPipeline:
@@ -200,7 +194,7 @@ class IndexPipeline:
                     lines.setdefault(message_id, line)
         lines = {m: t for m, t in lines.items() if m not in own}
         ids = sorted(lines)
-        vectors, hits = self.cached_vectors(user_id, [line_hash(lines[m]) for m in ids], [lines[m] for m in ids])
+        vectors, hits = self.cached_vectors(user_id, [content_hash(lines[m]) for m in ids], [lines[m] for m in ids])
         with shard.lock:
             shard.message_vectors.put(list(own), np.array(list(own.values())) if own else np.zeros((0, 1)))
             shard.message_vectors.put(ids, vectors)
@@ -230,7 +224,7 @@ class IndexPipeline:
         with shard.lock:
             chunks = list(shard.chunks.values())
         live = {c.content_hash for c in chunks}
-        live.update(line_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
+        live.update(content_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
         return live
 
     def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:

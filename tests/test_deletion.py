@@ -21,7 +21,7 @@ from engine.doctor import diagnose
 from engine.errors import UnknownConversationError, UnknownUserError
 from engine.summary_index import summary_text
 from indexers.embedders import Embedder
-from indexers.pipeline import line_hash
+from indexers.embedding_cache import content_hash
 from indexers.shard import Shard, shard_dir
 from tests.support import real_embedder
 
@@ -111,7 +111,7 @@ def _hashes(e: ConversationEngine, user: str, ids: set[str]) -> list[str]:
     """Content hashes of the windows, message lines and summaries that hold the word: the embedding cache keys."""
     shard = e.pipeline.shard(user)
     windows = [c.content_hash for c in shard.chunks.values() if ids & set(c.message_ids) or WORD in c.text.lower()]
-    windows += [line_hash(line) for c in shard.chunks.values() if len(c.message_ids) > 1
+    windows += [content_hash(line) for c in shard.chunks.values() if len(c.message_ids) > 1
                 for m, line in zip(c.message_ids, c.message_lines()) if m in ids]
     summaries = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
                  for s in e.store.timeline.summaries_of_user(user) if WORD in summary_text(s).lower()]
