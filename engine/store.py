@@ -191,23 +191,6 @@ class Store:
             params.append(limit)
         return [message_from_row(r) for r in self.db.execute(sql, params)]
 
-    def messages_between_times(self, thread_id: str, *, start: datetime | None = None, end: datetime | None = None,
-                               limit: int | None = None, newest_first: bool = False) -> list[Message]:
-        """Messages with start <= created_at < end, ordered by seq (or newest first)."""
-        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?"
-        params: list[object] = [thread_id]
-        if start is not None:
-            sql += " AND created_at >= ?"
-            params.append(naive_utc(start))
-        if end is not None:
-            sql += " AND created_at < ?"
-            params.append(naive_utc(end))
-        sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [message_from_row(r) for r in self.db.execute(sql, params)]
-
     def substring_search(self, thread_id: str, needle: str, *, limit: int = 100) -> list[Message]:
         """Case-insensitive substring match; the needle is a parameter, never a pattern."""
         rows = self.db.execute(
@@ -233,13 +216,6 @@ class Store:
             "SELECT external_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)", [thread_id, ids]
         )
         return {r[0] for r in rows}
-
-    def message_ids_by_external(self, thread_id: str, external_ids: Sequence[str]) -> dict[str, str]:
-        rows = self.db.execute(
-            "SELECT external_id, message_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)",
-            [thread_id, list(external_ids)],
-        )
-        return dict(rows)
 
     def delete_messages(self, message_ids: Sequence[str]) -> None:
         """Remove messages (callers also fix derived records: see engine.deletion)."""

@@ -110,9 +110,6 @@ class SummaryIndex:
         summaries = tuple(entry.summaries[i] for i in labels) if filtered else entry.summaries
         return SummaryMatches(summaries, raw, matched, cosine, entry.spans.take(labels) if filtered else entry.spans)
 
-    def summaries_of(self, user_id: str) -> tuple[Summary, ...]:
-        return self._entry(user_id, with_vectors=False).summaries
-
     def coverage(self, user_id: str) -> "Coverage":
         """Which messages the user's summaries cover, for the search penalty (built once per change)."""
         return self._entry(user_id, with_vectors=False).coverage

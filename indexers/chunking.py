@@ -13,12 +13,9 @@ first capped to head + placeholder + tail.
 
 Restartable: a window depends only on the messages from its start up to the one after its end,
 and so does the next start. Hence for every start s of a full run, chunking only the messages
-with seq >= s yields exactly the full run's chunks from s on. The pipeline re-chunks the tail:
-
-* append: keep the last chunk's from_seq (`window_starts(chunks)[-1]`); when messages arrive,
-  re-chunk the messages with seq >= it and replace the stored chunks with from_seq >= it.
-* any change from seq d on (append or deletion): `restart_seq(chunks, d)` gives the start to
-  re-chunk from, with the same replacement (None: re-chunk the whole thread).
+with seq >= s yields exactly the full run's chunks from s on. So on append the pipeline keeps
+the last chunk's from_seq (the manifest's tail), re-chunks the messages with seq >= it and
+replaces the stored chunks with from_seq >= it.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from engine.config import default
 from engine.errors import InvalidInputError
@@ -34,9 +30,6 @@ from engine.models import Message
 from indexers.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
-
-if TYPE_CHECKING:
-    from engine.config import Settings
 
 __all__ = [
     "MAX_WINDOW_TOKENS",
@@ -49,8 +42,6 @@ __all__ = [
     "render_line",
     "cap_tool_output",
     "chunk_thread",
-    "window_starts",
-    "restart_seq",
 ]
 
 MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
@@ -72,10 +63,6 @@ class ChunkParams:
             raise InvalidInputError(f"overlap_messages must be >= 0, got {self.overlap_messages}")
         if self.tool_output_cap_tokens < 1:
             raise InvalidInputError(f"tool_output_cap_tokens must be >= 1, got {self.tool_output_cap_tokens}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkParams:
-        return cls(settings.window_tokens, settings.overlap_messages, settings.tool_output_cap_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,20 +272,3 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
             chunks.extend(_piece_chunks(thread_id, lines[a], budget, counter))
     return chunks
 
-
-def window_starts(chunks: Sequence[Chunk]) -> list[int]:
-    """The seqs a re-chunk may restart from: every chunk's from_seq, ascending, once each."""
-    return sorted({chunk.from_seq for chunk in chunks})
-
-
-def restart_seq(chunks: Sequence[Chunk], changed_seq: int) -> int | None:
-    """Where to re-chunk from when messages with seq >= changed_seq were appended or deleted.
-
-    A window is decided by its lines and the line after it, so the first affected window is the
-    first one reaching the last kept message before `changed_seq`. None: re-chunk everything.
-    """
-    kept = [seq for chunk in chunks for seq in chunk.message_seqs if seq < changed_seq]
-    if not kept:
-        return None
-    last_kept = max(kept)
-    return next(chunk.from_seq for chunk in chunks if chunk.to_seq >= last_kept)
