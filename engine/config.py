@@ -107,11 +107,31 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="Model name for the chat-completions server.")
     day_summary_every: int = Field(10, ge=1, description="Update a day's summary after this many new messages.")
     day_token_budget: int = Field(4000, ge=100, description="Raw tokens of a day before its summary updates.")
-    context_token_budget: int = Field(4000, ge=100, description="Token budget of the default context payload.")
+    conversation_max_context_tokens: int = Field(
+        8500, ge=200, description="The model context a default context payload is fitted into, reserved tokens "
+        "included: the payload's budget is this minus conversation_reserved_tokens (4000 by default).",
+    )
+    conversation_reserved_tokens: int = Field(
+        4500, ge=0, description="Tokens of conversation_max_context_tokens kept free for the system prompt and the "
+        "answer (apply_context_window's reserved_tokens).",
+    )
+    conversation_max_history_messages: int = Field(
+        200, ge=2, description="Most messages of the day (or slice) a context payload holds: the first and the "
+        "most recent ones; the others are dropped behind the truncation marker.",
+    )
 
     # Surfaces
     api_token: str | None = Field(None, description="Bearer token required by every HTTP route but /healthz.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted.")
+
+    @model_validator(mode="after")
+    def _context_budget_positive(self) -> Settings:
+        if self.conversation_max_context_tokens - self.conversation_reserved_tokens < 100:
+            raise ValueError(
+                f"conversation_max_context_tokens ({self.conversation_max_context_tokens}) leaves fewer than 100 "
+                f"tokens after conversation_reserved_tokens ({self.conversation_reserved_tokens}): raise the first "
+                "or lower the second")
+        return self
 
     @model_validator(mode="after")
     def _fusion_weights_not_both_zero(self) -> Settings:

@@ -223,6 +223,11 @@ class Store:
             self.db.execute("DELETE FROM messages WHERE list_contains(?, message_id)", [list(message_ids)])
 
     # Stats -----------------------------------------------------------------------------------
+    def message_count(self, thread_id: str) -> int:
+        """Turns stored in the thread (engine notes not counted)."""
+        rows = self.db.execute("SELECT count(*) FROM messages WHERE thread_id = ? AND kind = 'turn'", [thread_id])
+        return int(rows[0][0])
+
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Row counts per table, optionally for one user."""
         counts: dict[str, int] = {}

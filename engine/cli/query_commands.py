@@ -89,7 +89,8 @@ def _summary_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", help="why it ended (default 'explicit')")
 
     p = _command(sub, "assemble", assemble, "the context payload for the user's next model call")
-    p.add_argument("--max-tokens", type=int, help="token budget (default: CONVSEARCH_CONTEXT_TOKEN_BUDGET)")
+    p.add_argument("--max-tokens", type=int, help="token budget (default: CONVSEARCH_CONVERSATION_MAX_CONTEXT_TOKENS "
+                   "minus CONVSEARCH_CONVERSATION_RESERVED_TOKENS, 4000)")
 
     _command(sub, "status", status, "what the user's indexes hold and what still waits for vectors")
 
