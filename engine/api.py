@@ -6,17 +6,18 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
+from engine.days import DayBrowser, DayEntry, DayTimeline
 from engine.deletion import Deleter
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.importers import ImportReport, export_thread_parquet, import_file
 from engine.ingest import Ingestor
-from engine.models import Conversation, IngestResult, NewMessage, Summary, User
+from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User, day_segment_id
 from engine.navigation import Navigator
 from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
 from engine.search import Searcher
@@ -115,6 +116,7 @@ class ConversationEngine:
         # searches do not take it, they read the shard under its own short lock.
         self.write_lock = threading.RLock()
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
+        self.days = DayBrowser(self.store, clock=clock)
 
     def _embedder(self) -> Embedder | None:
         try:
@@ -268,6 +270,7 @@ class ConversationEngine:
         return {"user_id": user_id, "chunks": len(shard.chunks), "vector_indexed_chunks": len(shard.has_vector),
                 "not_vector_indexed_messages": self.pipeline.pending_vector_messages(user_id),
                 "watermarks": dict(shard.manifest.watermarks), "model": shard.manifest.spec.model,
+                "schema_version": shard.manifest.spec.schema_version,
                 "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None}
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
@@ -277,3 +280,28 @@ class ConversationEngine:
 
     def iter_users(self) -> Iterable[User]:
         return iter(self.store.list_users())
+
+    # Days and threads, as the web page reads them (issue 19) --------------------------------------
+    # list_threads and regenerate_day_summary are minimal versions: issues 16 and 15 add their own
+    # under the same names; on merge keep theirs (same signatures).
+    def list_threads(self, user_id: str) -> list[Thread]:
+        return self.days.list_threads(user_id)
+
+    def list_days(self, user_id: str, thread_id: str | None = None) -> list[DayEntry]:
+        return self.days.list_days(user_id, thread_id)
+
+    def day_timeline(self, user_id: str, day_label: date, *, thread_id: str | None = None) -> DayTimeline:
+        return self.days.day_timeline(user_id, day_label, thread_id)
+
+    def today(self, user_id: str) -> date:
+        return self.days.today(user_id)
+
+    def regenerate_day_summary(self, user_id: str, day_label: date, *, thread_id: str | None = None) -> Summary:
+        """Rewrite a day's summary over all its messages now (and leave a "day summary updated" note)."""
+        thread = self.store.continuous_thread(user_id) if thread_id is None else self.store.get_thread(
+            thread_id, user_id=user_id)
+        segment = self.store.timeline.get_day_segment(day_segment_id(thread.thread_id, day_label), user_id=user_id)
+        with self.write_lock:
+            summary = self.summaries._update_day(user_id, segment, "regenerated")
+            self.pipeline.update_lexical(user_id)  # the note is a message too
+        return summary

@@ -2,7 +2,8 @@
 
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
-`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token.
+`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token, except
+the web page's, which check their own cookie (engine.web).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
 from engine.errors import AuthError, ConvsearchError
+from engine.web import is_web_path, mount as mount_web
 from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
@@ -239,7 +241,9 @@ class BearerAuth:
         self.app, self.expected = app, token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
+        # web pages check their own cookie (engine.web.auth) and send a missing one to the login form
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in OPEN_PATHS or is_web_path(path) or self._allowed(scope):
             return await self.app(scope, receive, send)
         response = error_response(AuthError.http_status, AuthError.code, "missing or wrong bearer token: send "
                                   "'Authorization: Bearer <CONVSEARCH_API_TOKEN>'", {"WWW-Authenticate": "Bearer"})
@@ -260,6 +264,7 @@ def create_app(engine: ConversationEngine) -> FastAPI:
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
     app.include_router(router, dependencies=dependencies)
     app.include_router(open_router)
+    mount_web(app)  # the web page at / (engine.web)
     app.add_exception_handler(ConvsearchError, _engine_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)

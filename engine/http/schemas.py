@@ -384,6 +384,7 @@ class IndexStatusOut(BaseModel):
     not_vector_indexed_messages: int = Field(description="Messages still waiting for vectors.")
     watermarks: dict[str, int] = Field(description="Per thread, the highest seq indexed.")
     model: str | None = Field(description="Embedding model the index was built with.")
+    schema_version: int = Field(description="Layout version of the index files (a change means a reindex).")
     embedder: str | None = Field(description="Embedding model loaded now (null: lexical only).")
 
 
