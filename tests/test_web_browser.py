@@ -102,7 +102,7 @@ def test_a_day_shows_its_summary_and_folds_what_it_covers(page: Page) -> None:
     expect(folded.locator(":scope > summary")).to_contain_text("Older messages folded")
     first = page.locator("#m-alice-0001")
     expect(first).to_be_hidden()
-    page.screenshot(path=str(IMG / "web-folded.png"), full_page=False)
+    page.screenshot(path=str(IMG / "web-folded.png"), full_page=True)
     folded.locator(":scope > summary").click()
     expect(first).to_be_visible()
     expect(first.locator(".text")).to_contain_text("settle the database question")
