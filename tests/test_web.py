@@ -87,6 +87,21 @@ def test_login_never_redirects_off_site(anonymous: TestClient, target: str) -> N
     anonymous.cookies.clear()
 
 
+@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}])
+def test_a_form_posted_from_another_site_is_refused(client: TestClient, engine: ConversationEngine,
+                                                    headers: dict[str, str]) -> None:
+    before = messages_of(engine)
+    response = client.post("/compose", data={"user": "alice", "content": "from elsewhere"}, headers=headers)
+    assert response.status_code == 403 and "another site" in response.text
+    assert messages_of(engine) == before
+
+
+def test_an_admin_picks_the_user_and_sees_only_theirs(client: TestClient) -> None:
+    page = client.get("/?user=bob&day=2024-03-06").text
+    assert '<option value="bob" selected>' in page and '<option value="alice"' in page
+    assert "Kyoto" in page and "PostgreSQL" not in page and "alice-0" not in page
+
+
 def test_the_cookie_does_not_open_the_api(client: TestClient) -> None:
     response = client.post("/api/conversation/search", json={"user_id": "alice", "query": "database"})
     assert response.status_code == 401

@@ -208,3 +208,11 @@ def test_threads_and_settings(page: Page) -> None:
     page.click("button:has-text('Run index')")
     expect(page.locator(".notice")).to_contain_text("Index run for alice")
     expect(page.locator("td.pending")).to_have_text("0")
+
+
+def test_the_user_picker_switches_user(page: Page) -> None:
+    log_in(page)
+    page.select_option("select[name=user]", "bob")
+    page.click("form.picker button")
+    expect(page.locator("h1.dayhead")).to_contain_text("10 March 2024")  # bob's latest day
+    expect(page.locator(".timeline")).not_to_contain_text("PostgreSQL")

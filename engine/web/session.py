@@ -1,6 +1,7 @@
 """The page's plumbing: templates, the login form, and one route class that turns errors into pages.
 
-Every web route is a `WebRoute`: a missing or wrong token redirects to /login (never a JSON 401),
+Every web route is a `WebRoute`: a form posted from another site is refused (403), a missing or
+wrong token redirects to /login (never a JSON 401),
 and an engine error or a bad query parameter renders the error page with the engine's message
 and status, so a person always sees what to do instead.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Callable, Coroutine
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.exceptions import RequestValidationError
@@ -61,6 +62,9 @@ class WebRoute(APIRoute):
         inner = super().get_route_handler()
 
         async def handler(request: Request) -> Response:
+            if request.method == "POST" and not _same_origin(request):
+                message = "this form was sent from another site: open the page on this server and send it from there"
+                return render(request, "error.html", {"message": message, "code": "cross_site"}, 403)
             try:
                 return await inner(request)
             except LoginRequired:
@@ -72,6 +76,18 @@ class WebRoute(APIRoute):
                 return render(request, "error.html", {"message": "; ".join(parts), "code": "invalid_input"}, 422)
 
         return handler
+
+
+def _same_origin(request: Request) -> bool:
+    """A form posted from this site (or by a client that names no origin, like curl).
+
+    With auth off there is no cookie for SameSite to protect, so a page elsewhere could post to a
+    loopback server: the browser's Origin and Sec-Fetch-Site headers say where a form came from.
+    """
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host", "")
 
 
 def _viewer(request: Request) -> Viewer:

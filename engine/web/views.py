@@ -19,8 +19,8 @@ from markupsafe import Markup, escape
 from engine.days import TimelineEntry
 from engine.errors import InvalidInputError
 
-__all__ = ["Block", "Row", "DayCell", "Section", "sections", "plain", "pick_day", "fold", "row_of", "highlight", "markdown", "month_grid",
-           "score_rows", "month_of", "TOOL_HEAD_CHARS", "MAX_MESSAGE_CHARS"]
+__all__ = ["Block", "Row", "DayCell", "Section", "sections", "plain", "pick_day", "fold", "row_of", "highlight",
+           "markdown", "month_grid", "score_rows", "month_of", "TOOL_HEAD_CHARS", "MAX_MESSAGE_CHARS"]
 
 TOOL_HEAD_CHARS = 160
 MAX_MESSAGE_CHARS = 20_000  # what the composer accepts; bigger text is an import, not a chat message
@@ -97,7 +97,8 @@ def row_of(entry: TimelineEntry, tz: ZoneInfo, open_id: str | None) -> Row:
     kind = "note" if entry.kind == "note" else "tool" if m.role == "tool" else "turn"
     if kind == "note":
         prefix, _, rest = m.content.partition(":")
-        head = f"{NOTE_TITLES.get(prefix.strip().lower(), prefix.strip().capitalize())}{': ' + rest.strip() if rest else ''}"
+        title = NOTE_TITLES.get(prefix.strip().lower(), prefix.strip().capitalize())
+        head = f"{title}: {rest.strip()}" if rest.strip() else title
     else:
         flat = " ".join(m.content.split())
         head = flat if len(flat) <= TOOL_HEAD_CHARS else flat[:TOOL_HEAD_CHARS].rstrip() + "…"
