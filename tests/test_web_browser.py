@@ -31,7 +31,7 @@ def _missing() -> str | None:
     except ImportError:
         return "Playwright for Python is not installed: pip install -e '.[dev]'"
     if not Path(CHROMIUM).exists():
-        return "no Chromium at /usr/bin/chromium: `apt-get install chromium` (.ci/run does it) to run the browser tests"
+        return f"no Chromium at {CHROMIUM}: `apt-get install chromium` (.ci/run does it) to run the browser tests"
     return None
 
 
@@ -205,6 +205,7 @@ def test_threads_and_settings(page: Page) -> None:
     expect(page.locator("section[aria-label='Index status']")).to_contain_text("all-MiniLM-L6-v2")
     expect(page.locator("section[aria-label='Effective settings']")).to_contain_text("day_summary_every")
     assert TOKEN not in page.content()
+    expect(page.locator("td.pending")).to_have_text("5")  # the OpenAI import, made after the last index
     page.click("button:has-text('Run index')")
     expect(page.locator(".notice")).to_contain_text("Index run for alice")
     expect(page.locator("td.pending")).to_have_text("0")

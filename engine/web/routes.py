@@ -68,6 +68,7 @@ def _day(request: Request, engine: Engine, viewer: Viewer, user: str, users: lis
     context = _frame(request, engine, viewer, user, users, "day", thread) | {
         "day": chosen, "today": today, "yesterday": today - timedelta(days=1), "timeline": timeline,
         "blocks": fold(timeline.entries, zone(timeline.timezone), open_id), "open_id": open_id,
+        "tz": zone(timeline.timezone),
         "sections": sections(timeline.summary.markdown) if timeline.summary else [],
         "weeks": month_grid(shown, days, chosen, today), "month": shown,
         "prev_month": (shown - timedelta(days=1)).strftime("%Y-%m"),
