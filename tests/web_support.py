@@ -41,9 +41,8 @@ def feed_sample(engine: ConversationEngine) -> None:
             day = [{k: v for k, v in r.items() if k not in ("user_id", "timezone")} for r in day]
             for start in range(0, len(day), CHUNK):
                 engine.ingest(user, day[start:start + CHUNK], index=False)
-    engine.index("alice")  # bob is only read by the pages, never searched by vector here
-    # imported after the index: its 5 messages wait for vectors, so Settings' "Run index" has work to do
     engine.import_file(OPENAI, fmt="openai", user_id="alice")
+    engine.index("alice")  # bob is left to the Settings page's "Run index"
 
 
 def free_port() -> int:
