@@ -129,9 +129,10 @@ def test_a_day_shows_summary_sections_and_folds_covered_messages(client: TestCli
 
 
 def test_opening_a_message_highlights_it_and_unfolds_its_block(client: TestClient) -> None:
-    page = client.get("/?user=alice&day=2024-03-06&open=alice-0038").text
+    page = client.get("/?user=alice&thread=alice:continuous&day=2024-03-06&open=alice-0038").text
     assert re.search(r'class="msg [^"]*highlighted"\s+id="m-alice-0038"', page)
     assert '<details class="folded" open>' in page
+    assert re.search(r'class="active">Continuous</a>', page)  # the continuous thread, named or not
 
 
 def test_tool_outputs_are_folded_to_their_head(client: TestClient) -> None:

@@ -60,6 +60,8 @@ def day_page(request: Request, engine: Engine, viewer: CurrentViewer, user: str 
 def _day(request: Request, engine: Engine, viewer: Viewer, user: str, users: list[str], thread: str | None,
          day: str | None, open_id: str | None, month: str | None, *, error: str | None = None,
          draft: str = "", status: int = 200) -> Response:
+    if thread and any(t.thread_id == thread and t.mode == "continuous" for t in engine.list_threads(user)):
+        thread = None  # the continuous thread is the default view, named or not
     days = [d.day_label for d in engine.list_days(user, thread)]
     today = engine.today(user)
     chosen, chose_notice = pick_day(day, today=today, days=days)
