@@ -167,8 +167,9 @@ class BoundTools:
         self, messages: Annotated[list[MessageIn], _arg(IngestRequest, "messages")],
         thread_id: Annotated[str | None, _arg(IngestRequest, "thread_id")] = None,
     ) -> IngestOut:
-        """Append messages (oldest first) to this user's history; they are searchable, and stored durably, when
-        this returns. Give each a message_id: sending the same ids again is a no-op, so a retry never doubles."""
+        """Append messages (oldest first) to this user's history; they are stored durably and searchable when
+        this returns. Use it to record each turn as it happens. Give each a message_id: sending the same ids
+        again is a no-op, so a retry never stores a message twice."""
         batch = [m.model_dump(exclude_none=True) for m in messages]
         return out(IngestOut, self.engine.ingest(self.user_id, batch, **given(thread_id=thread_id)))
 
@@ -176,7 +177,8 @@ class BoundTools:
         self, max_tokens: Annotated[int | None, _arg(AssembleRequest, "max_tokens")] = None,
     ) -> PayloadOut:
         """The prompt block for your next model call: summaries of earlier days and conversations, then today's
-        turns, within a token budget. A pending request_context_slice replaces today's turns, once."""
+        turns, within a token budget. Use it to build the context of a turn; after request_context_slice the
+        next call brings that older stretch instead of today's turns, once."""
         return out(PayloadOut, self.engine.assemble_context(self.user_id, **given(max_tokens=max_tokens)))
 
 
