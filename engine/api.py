@@ -115,6 +115,7 @@ class ConversationEngine:
         # searches do not take it, they read the shard under its own short lock.
         self.write_lock = threading.RLock()
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
+        self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
 
     def _embedder(self) -> Embedder | None:
         try:
@@ -204,6 +205,8 @@ class ConversationEngine:
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
             for user in report.users:
                 self.pipeline.refresh(user)
+            if self._to_check is not None:
+                self._to_check.update(report.users)
         return report
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
@@ -233,8 +236,11 @@ class ConversationEngine:
         replays at most one step's worth. Returns the users indexed."""
         with self.write_lock:
             self.summaries.retry_failed()
+            imported, self._to_check = self._to_check, set()
+        # Users not loaded in memory change only by an import: check them all once, then the imported ones.
+        candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
         done = []
-        for user in self.users():
+        for user in sorted(candidates):
             if self.pipeline.needs_index(user):
                 with self.write_lock:
                     self.pipeline.index(user)

@@ -293,6 +293,9 @@ class IndexPipeline:
         shard.save(self.root)
         return len(doomed)
 
+    def loaded_users(self) -> set[str]:
+        return set(self._shards)
+
     def needs_index(self, user_id: str) -> bool:
         """The loaded shard changed since its last save or has windows without vectors; or the
         saved one (not loaded) is behind the store."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,31 @@ def test_doctor_and_a_second_server_refuse_beside_a_live_one_and_a_dead_ones_fil
     assert stats["users"] >= 3
     assert cli(home, env, "doctor", "--repair").returncode == 0
     os.remove(home / SERVER_FILE)
+
+
+@pytest.mark.slow
+def test_the_cli_prints_the_same_through_the_server_as_on_the_store(home: Path) -> None:
+    env = environment()
+    commands = [("search", "--user", "alice", f"{SHARED_WORD} budget", "--explain", "--fusion", "rrf"),
+                ("search", "--user", "bob", "trip", "--min-score", "0.2"), ("get", "--user", "alice", "--message", "alice-3"),
+                ("since", "--user", "bob", "2024-05-02T00:00"), ("around", "--user", "carol", "2024-05-01T12:00"),
+                ("context", "--user", "alice", "--turns", "3"), ("grep", "--user", "bob", "BOB-2"),
+                ("range", "--user", "carol", "1", "4"), ("conversations", "--user", "alice"),
+                ("stats",), ("status", "--user", "bob"), ("--format", "table", "search", "--user", "bob", "budget"),
+                ("get", "--user", "alice", "--message", "bob-1"), ("search", "--user", "nobody", "x")]
+
+    def outputs() -> list[tuple[int, str, str]]:
+        runs = [cli(home, env, *c, check=False) for c in commands]
+        return [(r.returncode, re.sub(r'"took_ms": [0-9.]+|took_ms: [0-9.]+', "took", r.stdout),
+                 r.stderr.strip().splitlines()[-1] if r.returncode else "") for r in runs]
+
+    local = outputs()
+    served = serve(home, env)
+    try:
+        remote = outputs()
+    finally:
+        log = served.stop()
+    assert log.count("POST /api/") >= len(commands)  # they did go through the server
+    for command, mine, theirs in zip(commands, local, remote):
+        assert mine == theirs, command
+    assert [code for code, _, _ in local][-2:] == [2, 2]  # errors too: same message, same exit code
