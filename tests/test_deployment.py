@@ -175,11 +175,8 @@ def test_doctor_and_a_second_server_refuse_beside_a_live_one_and_a_dead_ones_fil
 def test_the_cli_prints_the_same_through_the_server_as_on_the_store(home: Path) -> None:
     env = environment()
     commands = [("search", "--user", "alice", f"{SHARED_WORD} budget", "--explain", "--fusion", "rrf"),
-                ("search", "--user", "bob", "trip", "--min-score", "0.2"), ("get", "--user", "alice", "--message", "alice-3"),
-                ("since", "--user", "bob", "2024-05-02T00:00"), ("around", "--user", "carol", "2024-05-01T12:00"),
-                ("context", "--user", "alice", "--turns", "3"), ("grep", "--user", "bob", "BOB-2"),
-                ("range", "--user", "carol", "1", "4"), ("conversations", "--user", "alice"),
-                ("stats",), ("status", "--user", "bob"), ("--format", "table", "search", "--user", "bob", "budget"),
+                ("since", "--user", "bob", "2024-05-02T00:00"), ("grep", "--user", "bob", "BOB-2"),
+                ("conversations", "--user", "alice"), ("stats",),
                 ("get", "--user", "alice", "--message", "bob-1"), ("search", "--user", "nobody", "x")]
 
     def outputs() -> list[tuple[int, str, str]]:
