@@ -28,8 +28,7 @@ from engine.http.schemas import (AssembleRequest, ContextOut, ConversationDetail
                                  DayOut, SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest,
                                  SummaryOut, TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest,
                                  ContextRequest, given, out, substring_matches)
-from engine.remote import RemoteEngine
-from engine.runtime import running_server
+from engine.remote import RemoteEngine, connect
 
 __all__ = ["build_server", "run_stdio", "BoundTools", "TOOL_NAMES"]
 
@@ -224,9 +223,8 @@ def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCP
 def run_stdio(home: str | Path | None, user_id: str) -> None:
     """Serve over stdin/stdout until the client closes them; an unknown user fails before serving.
     Beside a running `convsearch serve` every call goes to it (engine.runtime), else to the store."""
-    server = running_server(data_dir(home))
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while the model loads must not hit the protocol
-        engine = RemoteEngine(server.url) if server is not None else ConversationEngine(home)
+        engine = connect(data_dir(home), lambda: ConversationEngine(home))
     with engine:
         engine.users(user_id)
         build_server(engine, user_id).run("stdio")

@@ -9,18 +9,34 @@ records; errors come back as the same ConvsearchError subclasses, with the serve
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import httpx
 
 from engine.config import Settings
 from engine.errors import ConvsearchError, ServerUnavailableError
+from engine.runtime import running_server
 
-__all__ = ["RemoteEngine"]
+T = TypeVar("T")
+
+__all__ = ["RemoteEngine", "connect"]
 
 QUICK_S = 300.0  # every call but index, reindex and import, which run as long as they need
+STARTING_S = 20.0  # how long a server that holds the store may take to say where it listens
+
+
+def connect(home: Path, open_store: Callable[[], T]) -> T | "RemoteEngine":
+    """The server that owns `home` when one runs (waiting while it starts), else `open_store()`."""
+    deadline = time.monotonic() + STARTING_S
+    while (server := running_server(home)) is not None and server.url is None:
+        if time.monotonic() > deadline:
+            raise ServerUnavailableError(f"the convsearch server (pid {server.pid}) of {home} is still starting "
+                                         f"after {STARTING_S:.0f} s: check its log")
+        time.sleep(0.1)
+    return RemoteEngine(server.url) if server is not None and server.url else open_store()
 
 
 def _error_classes(base: type[ConvsearchError] = ConvsearchError) -> dict[str, type[ConvsearchError]]:

@@ -52,8 +52,9 @@ class Served:
         self.process.wait(timeout=30)
 
 
-def serve(home: Path, env: dict[str, str], *, timeout: float = 60.0) -> Served:
-    """Start `convsearch serve --port 0` and wait until its server.json names it and /healthz answers."""
+def serve(home: Path, env: dict[str, str], *, timeout: float = 60.0, ready: bool = True) -> Served:
+    """Start `convsearch serve --port 0` and wait until its server.json names it and /healthz answers
+    (with `ready=False`: until server.json says it is starting)."""
     log = home.parent / f"serve-{time.monotonic_ns()}.log"
     with open(log, "w", encoding="utf-8") as err:
         process = subprocess.Popen([CONVSEARCH, "--home", str(home), "serve", "--port", "0"], env=env, cwd=REPO,
@@ -62,7 +63,9 @@ def serve(home: Path, env: dict[str, str], *, timeout: float = 60.0) -> Served:
     while True:
         assert process.poll() is None, log.read_text(encoding="utf-8")
         info = running_server(home)
-        if info is not None and info.pid == process.pid:
+        if not ready and info is not None and info.pid == process.pid:
+            return Served(process, info.url or "", log)
+        if info is not None and info.pid == process.pid and info.url:
             try:
                 if httpx.get(f"{info.url}/healthz", timeout=5).status_code == 200:
                     return Served(process, info.url, log)

@@ -156,12 +156,15 @@ def test_mcp_sessions_are_bound_by_credentials(home: Path) -> None:
 @pytest.mark.slow
 def test_doctor_and_a_second_server_refuse_beside_a_live_one_and_a_dead_ones_file_is_ignored(home: Path) -> None:
     env = environment()
-    served = serve(home, env)
+    served = serve(home, env, ready=False)
     try:
+        early = cli(home, env, "stats")  # sent while the server starts: it waits, then goes through the server
+        assert json.loads(early.stdout)["users"] >= 3
         for args in (("doctor", "--repair"), ("serve", "--port", "0")):
             refused = cli(home, env, *args, check=False)
             assert refused.returncode == 2, refused.stderr
             assert f"pid {served.process.pid}" in refused.stderr and "stop it" in refused.stderr, refused.stderr
+        assert "POST /api/stats" in served.log.read_text(encoding="utf-8")
     finally:
         served.kill()  # kill -9: the file stays behind...
     assert (home / SERVER_FILE).exists() and running_server(home) is None  # ...but names a dead pid

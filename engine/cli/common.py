@@ -10,10 +10,10 @@ from typing import Callable
 from engine.api import ConversationEngine
 from engine.config import data_dir
 from engine.errors import StoreLockedError
-from engine.remote import RemoteEngine
+from engine.remote import RemoteEngine, connect
 from engine.runtime import running_server
 
-__all__ = ["open_engine", "open_local", "progress_bar"]
+__all__ = ["open_engine", "open_local", "refuse_beside_server", "progress_bar"]
 
 log = logging.getLogger("convsearch.cli")
 
@@ -21,21 +21,24 @@ log = logging.getLogger("convsearch.cli")
 def open_engine(args: argparse.Namespace, *, vectors: bool = True) -> ConversationEngine | RemoteEngine:
     """The server that owns --home when one runs (same calls, same output), else the engine on
     --home; `vectors=False` skips the embedding model for store-only commands."""
-    server = running_server(data_dir(args.home))
-    if server is not None:
-        log.info("cli.via_server url=%s pid=%d", server.url, server.pid)
-        return RemoteEngine(server.url)
-    return ConversationEngine(args.home, embedder="auto" if vectors else None)
+    opened = connect(data_dir(args.home), lambda: ConversationEngine(args.home, embedder="auto" if vectors else None))
+    if isinstance(opened, RemoteEngine):
+        log.info("cli.via_server url=%s", opened.url)
+    return opened
 
 
 def open_local(args: argparse.Namespace, command: str, *, vectors: bool = True) -> ConversationEngine:
     """The engine on --home for commands that need the store itself; refused beside a live server."""
+    refuse_beside_server(args, command)
+    return ConversationEngine(args.home, embedder="auto" if vectors else None)
+
+
+def refuse_beside_server(args: argparse.Namespace, command: str) -> None:
     home = data_dir(args.home)
     server = running_server(home)
     if server is not None:
-        raise StoreLockedError(f"a convsearch server (pid {server.pid}, {server.url}) owns {home}: stop it before "
-                               f"`convsearch {command}`")
-    return ConversationEngine(args.home, embedder="auto" if vectors else None)
+        raise StoreLockedError(f"a convsearch server (pid {server.pid}, {server.url or 'starting'}) owns {home}: "
+                               f"stop it before `convsearch {command}`")
 
 
 def progress_bar(label: str) -> Callable[[int, int], None]:

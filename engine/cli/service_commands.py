@@ -13,7 +13,8 @@ import logging
 import socket
 import sys
 
-from engine.cli.common import open_local
+from engine.cli.common import open_local, refuse_beside_server
+from engine.config import data_dir
 
 __all__ = ["register"]
 
@@ -36,8 +37,10 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from engine.http.app import create_app
+    from engine.runtime import advertised
 
-    with open_local(args, "serve") as engine:
+    refuse_beside_server(args, "serve")
+    with advertised(data_dir(args.home), None), open_local(args, "serve") as engine:  # "starting", for clients
         if not _loopback(args.host) and not engine.settings.api_token:
             log.warning("serve.no_token host=%s: anyone who can reach it reads every user's history; "
                         "set CONVSEARCH_API_TOKEN", args.host)
