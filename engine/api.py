@@ -117,6 +117,7 @@ class ConversationEngine:
         self.write_lock = threading.RLock()
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
         self.days = DayBrowser(self.store, clock=clock)
+        self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
 
     def _embedder(self) -> Embedder | None:
         try:
@@ -171,6 +172,24 @@ class ConversationEngine:
         with self.write_lock:
             return self.deleter.delete_conversation(user_id, conversation_id)
 
+    def delete(self, user_id: str, *, message_ids: Sequence[str] | None = None, conversation_id: str | None = None,
+               all_of_user: bool = False) -> dict[str, Any]:
+        """Delete one of: messages, a conversation, or the user; a report of what went (and what was not found)."""
+        if sum((message_ids is not None, conversation_id is not None, bool(all_of_user))) != 1:
+            raise InvalidInputError("give exactly one of message_ids, conversation_id or all_of_user")
+        if all_of_user:
+            return {"user_id": user_id, "deleted": "user", "messages_deleted": self.delete_user(user_id)}
+        if conversation_id is not None:
+            count = self.delete_conversation(user_id, conversation_id)
+            return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id,
+                    "messages_deleted": count}
+        self.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
+        wanted = list(message_ids or ())
+        found = {m.message_id for m in self.store.messages_by_ids(wanted, user_id=user_id)}
+        count = self.delete_messages(user_id, wanted)
+        return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
+                "not_found": sorted(set(wanted) - found), "messages_deleted": count}
+
     def delete_user(self, user_id: str) -> int:
         with self.write_lock:
             return self.deleter.delete_user(user_id)
@@ -188,6 +207,8 @@ class ConversationEngine:
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
             for user in report.users:
                 self.pipeline.refresh(user)
+            if self._to_check is not None:
+                self._to_check.update(report.users)
         return report
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
@@ -210,6 +231,23 @@ class ConversationEngine:
                 self.deleter.forget_unused_vectors(user)
                 self.summary_index.forget(user)
         return reports
+
+    def maintain(self) -> list[str]:
+        """One background step of a server: users whose index changed since its last save, is behind
+        the store, or has messages without vectors get `index` (embed, then save). A restart then
+        replays at most one step's worth. Returns the users indexed."""
+        with self.write_lock:
+            self.summaries.retry_failed()
+            imported, self._to_check = self._to_check, set()
+        # Users not loaded in memory change only by an import: check them all once, then the imported ones.
+        candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
+        done = []
+        for user in sorted(candidates):
+            if self.pipeline.needs_index(user):
+                with self.write_lock:
+                    self.pipeline.index(user)
+                done.append(user)
+        return done
 
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
@@ -271,7 +309,8 @@ class ConversationEngine:
                 "not_vector_indexed_messages": self.pipeline.pending_vector_messages(user_id),
                 "watermarks": dict(shard.manifest.watermarks), "model": shard.manifest.spec.model,
                 "schema_version": shard.manifest.spec.schema_version,
-                "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None}
+                "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None,
+                "summaries": self.summaries.retry_status()}
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         if user_id is not None:

@@ -23,6 +23,8 @@ __all__ = [
     "StoreLockedError",
     "EmbeddingUnavailableError",
     "AuthError",
+    "ForbiddenError",
+    "ServerUnavailableError",
 ]
 
 
@@ -117,3 +119,17 @@ class EmbeddingUnavailableError(ConvsearchError):
 class AuthError(ConvsearchError):
     code = "unauthorized"
     http_status = 401
+
+
+class ForbiddenError(AuthError):
+    """Credentials that are valid but do not cover this request (a user token naming another user)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class ServerUnavailableError(ConvsearchError):
+    """The server that owns the data directory did not answer."""
+
+    code = "server_unavailable"
+    http_status = 503

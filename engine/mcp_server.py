@@ -1,7 +1,8 @@
-"""The MCP surface: conversation memory tools for a model, over stdio, bound to one user.
+"""The MCP surface: conversation memory tools for a model, bound to one user.
 
-No tool takes a user id: the server is started for one user (`convsearch mcp --user U`) and every
-call reads that user's history only. Each tool is a few lines over ConversationEngine and returns
+No tool takes a user id: a server is built for one user (`convsearch mcp --user U` over stdio, or
+per session over HTTP by `convsearch serve`, engine.mcp_http) and every call reads and writes
+that user's history only. Each tool is a few lines over ConversationEngine and returns
 the same documented models as the HTTP API. Engine errors and wrong argument types come back as
 tool errors (isError) with the engine's message; logs go to stderr (stdout is the protocol).
 """
@@ -20,11 +21,14 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from engine.api import ConversationEngine
+from engine.config import data_dir
 from engine.errors import ConvsearchError, InvalidInputError
-from engine.http.schemas import (ContextOut, ConversationDetailOut, ConversationOut, EndOut, GetRequest, MessageOut,
+from engine.http.schemas import (AssembleRequest, ContextOut, ConversationDetailOut, ConversationOut, EndOut,
+                                 GetRequest, IngestOut, IngestRequest, MessageIn, MessageOut, PayloadOut,
                                  DayOut, SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest,
                                  SummaryOut, TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest,
                                  ContextRequest, given, out, substring_matches)
+from engine.remote import RemoteEngine, connect
 
 __all__ = ["build_server", "run_stdio", "BoundTools", "TOOL_NAMES"]
 
@@ -45,7 +49,7 @@ END = Field(description="End of the range, exclusive: [start_seq, end_seq).")
 class BoundTools:
     """The tools, bound to one engine and one user; docstrings are what the model reads."""
 
-    def __init__(self, engine: ConversationEngine, user_id: str) -> None:
+    def __init__(self, engine: ConversationEngine | RemoteEngine, user_id: str) -> None:
         self.engine, self.user_id = engine, user_id
 
     def conversation_search(
@@ -57,13 +61,15 @@ class BoundTools:
         limit: Annotated[int | None, _arg(SearchRequest, "limit")] = None,
         kinds: Annotated[list[Literal["summary", "message"]] | None, _arg(SearchRequest, "kinds")] = None,
         explain: Annotated[bool | None, _arg(SearchRequest, "explain")] = None,
+        min_score: Annotated[float | None, _arg(SearchRequest, "min_score")] = None,
+        fusion: Annotated[Literal["weighted", "rrf"] | None, _arg(SearchRequest, "fusion")] = None,
     ) -> SearchOut:
         """Search everything ever said with this user, by meaning and keywords. Use it first when you need
         something from before the current conversation and do not know when it was said. Hits give a snippet,
         the day, and the message_id to cite; day and conversation summaries come first. Open a hit in full with
         conversation_get. For exact strings (order numbers, error codes, quotes) use search_session_history."""
         options = given(day=day, recency_days=recency_days, start=start, end=end, limit=limit, kinds=kinds,
-                        explain=explain)
+                        explain=explain, min_score=min_score, fusion=fusion)
         return out(SearchOut, self.engine.search(self.user_id, query, **options))
 
     def conversation_get(
@@ -142,18 +148,37 @@ class BoundTools:
 
     def get_conversation(
         self, conversation_id: Annotated[str | None, Field(description="Return this whole conversation "
-                                                           "(ids come from list_recent).")] = None,
-        list_recent: Annotated[bool, Field(description="List recent conversations instead.")] = False,
-        limit: Annotated[int | None, Field(description="With list_recent: how many, 1 to 100 (default 10).")] = None,
+                                                           "(ids come from the list).")] = None,
+        list_recent: Annotated[bool | None, Field(description="List recent conversations (what no "
+                                                  "conversation_id does anyway).")] = None,
+        limit: Annotated[int | None, Field(description="When listing: how many, 1 to 100 (default 10).")] = None,
     ) -> ConversationDetailOut | list[ConversationOut]:
-        """Browse past conversations: list_recent=true lists the latest ones (title, summary, times, id, newest
-        first); conversation_id returns one whole conversation with all its messages. Use
-        conversation_search to find a topic instead."""
-        if list_recent == (conversation_id is not None):
-            raise InvalidInputError("give conversation_id, or list_recent=true, not both")
+        """Browse past conversations: without arguments, the latest ones (title, summary, times, id, newest
+        first); with conversation_id, one whole conversation with all its messages. Use conversation_search to
+        find a topic instead."""
         if conversation_id is not None:
+            if list_recent:
+                raise InvalidInputError("give conversation_id, or list_recent=true, not both")
             return out(ConversationDetailOut, self.engine.get_conversation(self.user_id, conversation_id))
         return out(list[ConversationOut], self.engine.list_conversations(self.user_id, **given(limit=limit)))
+
+    def add_messages(
+        self, messages: Annotated[list[MessageIn], _arg(IngestRequest, "messages")],
+        thread_id: Annotated[str | None, _arg(IngestRequest, "thread_id")] = None,
+    ) -> IngestOut:
+        """Append messages (oldest first) to this user's history; they are stored durably and searchable when
+        this returns. Use it to record each turn as it happens. Give each a message_id: sending the same ids
+        again is a no-op, so a retry never stores a message twice."""
+        batch = [m.model_dump(exclude_none=True) for m in messages]
+        return out(IngestOut, self.engine.ingest(self.user_id, batch, **given(thread_id=thread_id)))
+
+    def assemble_context(
+        self, max_tokens: Annotated[int | None, _arg(AssembleRequest, "max_tokens")] = None,
+    ) -> PayloadOut:
+        """The prompt block for your next model call: summaries of earlier days and conversations, then today's
+        turns, within a token budget. Use it to build the context of a turn; after request_context_slice the
+        next call brings that older stretch instead of today's turns, once."""
+        return out(PayloadOut, self.engine.assemble_context(self.user_id, **given(max_tokens=max_tokens)))
 
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -161,7 +186,7 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 TOOLS: dict[str, ToolAnnotations] = {
     "conversation_search": READ, "conversation_get": READ, "get_conversation_context": READ,
     "get_turns_since": READ, "get_turns_around": READ, "search_session_history": READ, "get_conversation": READ,
-    "request_context_slice": WRITE, "summarize_message_range": WRITE,
+    "assemble_context": READ, "request_context_slice": WRITE, "summarize_message_range": WRITE, "add_messages": WRITE,
     "end_conversation": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                         open_world_hint=False),
 }
@@ -181,7 +206,7 @@ def _tool_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def build_server(engine: ConversationEngine, user_id: str) -> MCPServer:
+def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCPServer:
     """The MCP server over `engine`, every tool bound to `user_id`."""
     server: MCPServer = MCPServer(
         name="convsearch", version="0.1.0", log_level="WARNING",
@@ -196,9 +221,10 @@ def build_server(engine: ConversationEngine, user_id: str) -> MCPServer:
 
 
 def run_stdio(home: str | Path | None, user_id: str) -> None:
-    """Serve over stdin/stdout until the client closes them; an unknown user fails before serving."""
+    """Serve over stdin/stdout until the client closes them; an unknown user fails before serving.
+    Beside a running `convsearch serve` every call goes to it (engine.runtime), else to the store."""
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while the model loads must not hit the protocol
-        engine = ConversationEngine(home)
+        engine = connect(data_dir(home), lambda: ConversationEngine(home))
     with engine:
         engine.users(user_id)
         build_server(engine, user_id).run("stdio")

@@ -81,8 +81,12 @@ class Searcher:
         max_summaries = self.settings.max_summary_results if "message" in kinds else limit
         merged = merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=max_summaries)
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
+        pending = self.pipeline.pending_vector_messages(user_id)
+        if pending and q.mode != "lexical" and notice is None:
+            notice = (f"{pending} message(s) are not in the vector index yet and are found by keywords only: "
+                      "a running `convsearch serve` embeds them within seconds, else run `convsearch index`")
         return SearchResponse(
-            query=text, results=results, mode=q.mode, not_vector_indexed=self.pipeline.pending_vector_messages(user_id),
+            query=text, results=results, mode=q.mode, not_vector_indexed=pending,
             took_ms=round((time.perf_counter() - began) * 1000, 2), notice=notice,
         )
 

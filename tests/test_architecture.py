@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # What indexers may use of the engine: its lowest layer (errors, records, settings, the store).
 ALLOWED_FOR_INDEXERS = {"engine.errors", "engine.models", "engine.config", "engine.db", "engine.store",
                         "engine.timeline", "engine.timeutil", "engine.rows"}
-SURFACES = ("engine.cli", "engine.http", "engine.mcp_server", "engine.web")
+SURFACES = ("engine.cli", "engine.http", "engine.mcp_server", "engine.mcp_http", "engine.remote", "engine.web")
 
 
 def imports_of(path: Path) -> set[str]:

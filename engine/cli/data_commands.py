@@ -6,8 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
-from engine.cli.common import open_engine, progress_bar
+from engine.cli.common import open_engine, open_local, progress_bar
 from engine.importers import FORMATS
+from engine.serialize import to_jsonable
 
 __all__ = ["register"]
 
@@ -52,12 +53,13 @@ def ingest(args: argparse.Namespace) -> dict:
     with open_engine(args, vectors=args.index) as engine:
         report = engine.import_file(args.file, fmt=args.file_format, user_id=args.user, timezone=args.timezone,
                                     skip_bad=args.skip_bad, progress=True)
-        indexed = [engine.pipeline.index(u, progress=progress_bar(f"index {u}")) for u in report.users] if args.index else []
+        users = to_jsonable(report)["users"] if args.index else []  # a record here, JSON from a server
+        indexed = [r for u in users for r in engine.index(u, progress=progress_bar(f"index {u}"))]
         return {"import": report, "index": indexed}
 
 
 def export(args: argparse.Namespace) -> dict:
-    with open_engine(args, vectors=False) as engine:
+    with open_local(args, "export", vectors=False) as engine:
         rows = engine.export_parquet(args.user, args.out, thread_id=args.thread)
         return {"path": str(args.out), "rows": rows}
 
@@ -80,7 +82,7 @@ def reindex(args: argparse.Namespace) -> list:
 def demo(args: argparse.Namespace) -> dict:
     """The main job on the embedded default: ingest the sample, index it, search it."""
     started = time.perf_counter()
-    with open_engine(args) as engine:
+    with open_local(args, "demo") as engine:
         report = engine.import_file(SAMPLE, fmt="jsonl", progress=True)
         indexed = engine.index(progress=progress_bar("index"))
         searches = []

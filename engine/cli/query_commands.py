@@ -42,6 +42,9 @@ def _search_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--start", help="only at or after this ISO 8601 time (naive = user's zone)")
     p.add_argument("--end", help="only before this ISO 8601 time (naive = user's zone)")
     p.add_argument("--explain", action="store_true", default=None, help="show each result's score parts")
+    p.add_argument("--min-score", type=float, help="drop results scoring below this (0 to 1)")
+    p.add_argument("--fusion", choices=("weighted", "rrf"), help="how vector and keyword scores combine "
+                   "(default: CONVSEARCH_FUSION)")
 
     p = _command(sub, "grep", grep, "exact, case-insensitive substring search, oldest first")
     p.add_argument("text", help="literal text to find (no wildcards or regex)")
@@ -99,7 +102,7 @@ def search(args: argparse.Namespace) -> Any:
     with open_engine(args) as engine:
         return engine.search(args.user, args.query, **given(
             limit=args.limit, day=args.day, recency_days=args.recency_days, start=args.start, end=args.end,
-            explain=args.explain))
+            explain=args.explain, min_score=args.min_score, fusion=args.fusion))
 
 
 def grep(args: argparse.Namespace) -> Any:

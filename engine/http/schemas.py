@@ -23,7 +23,7 @@ __all__ = [  # requests, then results, then helpers
     "UserOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
     "TurnsSinceOut", "TurnsAroundOut", "ContextOut", "SubstringMatchOut", "SummaryOut", "EndOut", "ConversationOut",
     "StoredMessageOut", "ConversationDetailOut", "TruncationMarkerOut", "PayloadOut", "SliceOut", "IndexReportOut",
-    "IndexStatusOut", "HealthOut", "ErrorBody", "ErrorOut", "GetOut", "given", "out", "substring_matches",
+    "IndexStatusOut", "HealthOut", "UsersRequest", "DeleteRequest", "ErrorBody", "ErrorOut", "GetOut", "given", "out", "substring_matches",
 ]
 
 Kind = Literal["summary", "message"]
@@ -96,6 +96,8 @@ class SearchRequest(UserRequest):
     end: str | None = Field(None, description="Only before this ISO 8601 time (naive = user's zone).")
     limit: int | None = Field(None, description="Results to return, 1 to 20 (default 6).")
     min_score: float | None = Field(None, description="Drop results scoring below this (0 to 1; default none).")
+    fusion: Literal["weighted", "rrf"] | None = Field(None, description="How vector and keyword scores combine: "
+                                                      "weighted sum or reciprocal rank fusion (default: the server's).")
     kinds: list[Kind] | None = Field(None, description="Result kinds to return (default both).")
     explain: bool | None = Field(None, description="Include each result's score parts (default false).")
 
@@ -144,6 +146,16 @@ class GetConversationRequest(UserRequest):
 
 class AssembleRequest(UserRequest):
     max_tokens: int | None = Field(None, description="Token budget of the payload (default: the server's setting).")
+
+
+class UsersRequest(Request):
+    user_id: str | None = Field(None, description="Only this user (default: every user).")
+
+
+class DeleteRequest(UserRequest):
+    message_ids: list[str] | None = Field(None, description="Delete these messages (another user's ids are ignored).")
+    conversation_id: str | None = Field(None, description="Delete this conversation.")
+    all_of_user: bool = Field(False, description="Delete the user and everything derived from it.")
 
 
 # Results ----------------------------------------------------------------------------------------
@@ -386,10 +398,14 @@ class IndexStatusOut(BaseModel):
     model: str | None = Field(description="Embedding model the index was built with.")
     schema_version: int = Field(description="Layout version of the index files (a change means a reindex).")
     embedder: str | None = Field(description="Embedding model loaded now (null: lexical only).")
+    summaries: dict[str, Any] = Field(default_factory=dict, description="Summaries whose summarizer call failed "
+                                      "and wait for a retry (pending_retries, last_error), in this process.")
 
 
 class HealthOut(BaseModel):
     status: Literal["ok"] = Field(description="Always 'ok' while the server answers.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Background work: the index step "
+                                    "(steps run, last error) and summaries waiting for a retry (count, last error).")
 
 
 class ErrorBody(BaseModel):

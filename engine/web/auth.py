@@ -2,17 +2,17 @@
 
 With no API token configured (loopback use), everyone is an admin. With one, the page keeps the
 token in an HttpOnly, SameSite=Strict cookie set by the login form; the API's bearer token is an
-admin token (it may look at any user). Tokens bound to one user plug in at `resolve_token`.
+admin token (it may look at any user). A token bound to one user (`user_tokens`) sees that user only.
 """
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 
 from fastapi import Request
 
 from engine.config import Settings
+from engine.http.auth import identify
 
 __all__ = ["COOKIE", "Viewer", "resolve_token", "viewer_of", "auth_on"]
 
@@ -35,10 +35,8 @@ def resolve_token(settings: Settings, token: str | None) -> Viewer | None:
         return Viewer(admin=True)
     if not token:
         return None
-    expected = (settings.api_token or "").encode()
-    if hmac.compare_digest(token.strip().encode(), expected):
-        return Viewer(admin=True)
-    return None
+    caller = identify(f"Bearer {token}", settings)  # the API's rule: admin token, or a token bound to one user
+    return None if caller is None else Viewer(admin=caller.admin, user_id=caller.user_id)
 
 
 def viewer_of(request: Request) -> Viewer | None:
