@@ -118,6 +118,18 @@ def test_without_a_token_configured_there_is_no_login(tmp_path) -> None:
         assert page.status_code == 200 and "No users yet" in page.text and "Log out" not in page.text
 
 
+def test_a_user_token_sees_its_own_user_only(tmp_path) -> None:
+    settings = Settings(api_token=TOKEN, user_tokens={"bob-token": "bob"}, embedding_backend="none")
+    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as e:
+        e.import_file(SAMPLE, fmt="jsonl")
+        bobs = TestClient(create_app(e), follow_redirects=False)
+        assert bobs.post("/login", data={"token": "bob-token", "next": "/"}).status_code == 303
+        page = bobs.get("/?user=alice&day=2024-03-06").text  # asking for alice still shows bob
+        assert "Kyoto" in page and "PostgreSQL" not in page and '<option value="alice"' not in page
+        assert bobs.post("/compose", data={"user": "alice", "content": "not for alice"}).status_code in (303, 403)
+        assert "not for alice" not in str(e.substring_search("alice", "not for alice"))
+
+
 # The day page -----------------------------------------------------------------------------------
 def test_a_day_shows_summary_sections_and_folds_covered_messages(client: TestClient) -> None:
     page = client.get("/?user=alice&day=2024-03-06").text
