@@ -25,7 +25,7 @@ from engine.store import STORE_FILENAME, Store
 from engine.summaries import ConversationDetail, SummaryService
 from engine.summarize import make_summarizer
 from engine.summary_index import SummaryIndex
-from engine.timeutil import parse_timestamp, utcnow
+from engine.timeutil import read_iso, utcnow
 from engine.tokens import TokenCounter
 from indexers.bm25 import Bm25Params
 from indexers.chunking import ChunkParams
@@ -50,7 +50,10 @@ def pipeline_params(settings: Settings) -> PipelineParams:
 
 
 def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> NewMessage:
-    """A caller's dict (role, content, created_at, ...) as a NewMessage."""
+    """A caller's dict (role, content, created_at, ...) as a NewMessage.
+
+    A created_at without an offset stays naive here: the Ingestor reads it in the user's zone.
+    """
     if isinstance(item, NewMessage):
         return item
     if not isinstance(item, Mapping):
@@ -70,7 +73,7 @@ def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> N
         raise InvalidInputError(f"message {index}: metadata must be an object")
     return NewMessage(
         role=item.get("role"), content=item.get("content"),
-        created_at=parse_timestamp(created) if isinstance(created, str) else created,
+        created_at=read_iso(created, field=f"message {index}: created_at") if isinstance(created, str) else created,
         message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
         tools_used=tuple(tools), metadata=dict(metadata),
     )
@@ -100,7 +103,8 @@ class ConversationEngine:
         self.home = data_dir(home)
         self.clock = clock
         self.store = Store(self.home / STORE_FILENAME)
-        self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes), clock=clock)
+        self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes),
+                                 clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours))
         chosen = self._embedder() if embedder == "auto" else embedder
         self.pipeline = IndexPipeline(self.store, self.home / "indexes", pipeline_params(self.settings), chosen)
         self.summary_index = SummaryIndex(self.pipeline)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from engine.api import ConversationEngine
 from engine.errors import ConvsearchError, InvalidInputError
@@ -181,9 +181,36 @@ def _tool_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+class CodedServer(MCPServer):
+    """Tool errors whose text starts with the error code (`invalid_input: ...`), as docs/reference/mcp.md
+    promises, instead of the SDK's "Error executing tool X: ..." prefix."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=_coded(exc))], is_error=True)
+
+
+def _coded(exc: BaseException) -> str:
+    """`code: message` from the engine error or argument validation behind a ToolError."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConvsearchError):
+            return f"{cause.code}: {cause.message}"
+        if isinstance(cause, ValidationError):
+            parts = [f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in cause.errors()]
+            return f"{InvalidInputError.code}: {'; '.join(parts)}"
+        cause = cause.__cause__
+    text = str(exc)
+    return text if text.split(":", 1)[0].isidentifier() else f"{InvalidInputError.code}: {text}"
+
+
 def build_server(engine: ConversationEngine, user_id: str) -> MCPServer:
     """The MCP server over `engine`, every tool bound to `user_id`."""
-    server: MCPServer = MCPServer(
+    server: MCPServer = CodedServer(
         name="convsearch", version="0.1.0", log_level="WARNING",
         instructions=(f"Long-term memory of your conversations with user {user_id!r}: search it, open what you "
                       "find, replay periods, and summarise. Every tool reads this user's history only."),
