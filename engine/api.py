@@ -13,10 +13,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
 from engine.deletion import Deleter
-from engine.errors import EmbeddingUnavailableError, InvalidInputError
-from engine.importers import ImportReport, export_thread_parquet, import_file
+from engine.errors import ConvsearchError, EmbeddingUnavailableError, InvalidInputError, storage_error
+from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.ingest import Ingestor
-from engine.models import Conversation, IngestResult, NewMessage, Summary, User
+from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
 from engine.navigation import Navigator
 from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
 from engine.search import Searcher
@@ -91,7 +91,23 @@ def _file_errors(path: object) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
+        if storage_error(exc) is not None:
+            raise
         raise InvalidInputError(f"cannot use the file {str(path)[:200]!r}: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def _disk_errors() -> Iterator[None]:
+    """A full disk (store or index files) as StorageFullError: one clear line, not a traceback."""
+    try:
+        yield
+    except ConvsearchError:
+        raise
+    except Exception as exc:
+        full = storage_error(exc)
+        if full is None:
+            raise
+        raise full from None
 
 
 class ConversationEngine:
@@ -127,6 +143,12 @@ class ConversationEngine:
             log.warning("embedding.unavailable reason=%r fallback=lexical", exc.message)
             return None
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One writer at a time; a full disk becomes StorageFullError (the transaction rolled back)."""
+        with self.write_lock, _disk_errors():
+            yield
+
     def close(self) -> None:
         self.store.close()
 
@@ -146,13 +168,17 @@ class ConversationEngine:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise InvalidInputError("messages must be a list of messages (objects with role and content)")
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
-        with self.write_lock:
+        with self._writing():
             result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
+            log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
+                     len(result.inserted), len(result.duplicates))
             self.summaries.after_ingest(user_id, result)
             self._apply_retention(user_id, result.thread_id)
             self.pipeline.update_lexical(user_id)
+            log.info("ingest user=%s lexical index updated", user_id)
             if index:
                 self.pipeline.embed_pending(user_id)
+                log.info("ingest user=%s new messages embedded", user_id)
         return result
 
     def _apply_retention(self, user_id: str, thread_id: str) -> None:
@@ -166,47 +192,63 @@ class ConversationEngine:
     # Deletion -------------------------------------------------------------------------------
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete messages everywhere (store, summaries, indexes, cache); returns how many."""
-        with self.write_lock:
+        with self._writing():
             return self.deleter.delete_messages(user_id, message_ids)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
-        with self.write_lock:
+        with self._writing():
             return self.deleter.delete_conversation(user_id, conversation_id)
 
     def delete_user(self, user_id: str) -> int:
-        with self.write_lock:
+        with self._writing():
             return self.deleter.delete_user(user_id)
 
     def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
         """End the open conversation; it gets a title and summary when a summarizer is configured."""
-        with self.write_lock:
+        with self._writing():
             return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
                     skip_bad: bool = False, progress: bool = False) -> ImportReport:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once."""
-        with self.write_lock, _file_errors(path):
+        with self._writing(), _file_errors(path):
+            log.info("import path=%s format=%s: reading and storing", path, fmt)
             report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
                                  timezone=timezone, skip_bad=skip_bad, progress=progress)
+            log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
+                     report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
             for user in report.users:
                 self.pipeline.refresh(user)
+                log.info("import user=%s lexical index refreshed", user)
         return report
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
         with _file_errors(path):
             return export_thread_parquet(self.store, user_id, _path(path), thread_id=thread_id)
 
+    def export(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
+        """The thread written as its file's extension says: .parquet, .jsonl or .csv."""
+        with _file_errors(path):
+            return export_thread(self.store, user_id, _path(path), thread_id=thread_id)
+
     # Indexes --------------------------------------------------------------------------------
     def users(self, user_id: str | None = None) -> list[str]:
         return [self.store.get_user(user_id).user_id] if user_id else [u.user_id for u in self.store.list_users()]
 
     def index(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
-        with self.write_lock:
-            return [self.pipeline.index(u, progress=progress) for u in self.users(user_id)]
+        with self._writing():
+            reports = []
+            for user in self.users(user_id):
+                log.info("index user=%s: embedding messages without vectors", user)
+                reports.append(self.pipeline.index(user, progress=progress))
+            return reports
 
     def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
-        with self.write_lock:
-            reports = [self.pipeline.reindex(u, progress=progress) for u in self.users(user_id)]
+        with self._writing():
+            reports = []
+            for user in self.users(user_id):
+                log.info("reindex user=%s: rebuilding chunks, BM25 and vectors from the store", user)
+                reports.append(self.pipeline.reindex(user, progress=progress))
             for user in self.users(user_id):
                 # summaries' vectors stay cached: their index is rebuilt from the cache, not re-embedded
                 self.deleter.forget_unused_vectors(user)
@@ -215,7 +257,10 @@ class ConversationEngine:
 
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
-        return self.searcher.search(user_id, query, **options)
+        response = self.searcher.search(user_id, query, **options)
+        log.info("search user=%s mode=%s results=%d not_vector_indexed=%d took_ms=%.1f", user_id, response.mode,
+                 len(response.results), response.not_vector_indexed, response.took_ms)
+        return response
 
     # conversation.get and navigation ---------------------------------------------------------
     def get(self, user_id: str, *, message_id: str | None = None, day_segment_id: str | None = None,
@@ -281,3 +326,8 @@ class ConversationEngine:
 
     def iter_users(self) -> Iterable[User]:
         return iter(self.store.list_users())
+
+    def list_threads(self, user_id: str) -> list[Thread]:
+        """The user's threads, oldest first: the continuous one and any imported or named ones."""
+        self.store.get_user(user_id)
+        return self.store.threads_of(user_id)

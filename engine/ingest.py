@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from engine.errors import InvalidInputError, InvalidTimestampError, OutOfOrderError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store import Store
+from engine.text_rules import surrogate_problem
 from engine.timeline import Timeline, conversation_id_for
 from engine.timeutil import local_day, message_time_problem, to_utc, utcnow, zone
 
@@ -215,6 +216,10 @@ def _validated(message: NewMessage, index: int) -> NewMessage:
         raise InvalidInputError(f"message {index}: content over {MAX_MESSAGE_CHARS} characters: split it")
     if "\x00" in message.content:
         raise InvalidInputError(f"message {index}: content holds a NUL character: remove it")
+    for name in ("content", "speaker", "message_id", "external_id"):
+        value = getattr(message, name)
+        if isinstance(value, str) and surrogate_problem(value):
+            raise InvalidInputError(f"message {index}: {name} {surrogate_problem(value)}")
     for name in ("message_id", "external_id"):
         value = getattr(message, name)
         if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 256):

@@ -35,11 +35,14 @@ def _doc(model: Any, field: str) -> str:
 
 
 def _arg(model: Any, field: str) -> Any:
-    return Field(description=_doc(model, field))
+    """Strict, like the HTTP requests: "3" or true is not a limit."""
+    return Field(description=_doc(model, field), strict=True)
 
 
-START = Field(description="First seq of the range (seqs start at 1; other tools' results show them).")
-END = Field(description="End of the range, exclusive: [start_seq, end_seq).")
+START = Field(description="First seq of the range (seqs start at 1; other tools' results show them).", strict=True)
+END = Field(description="End of the range, exclusive: [start_seq, end_seq).", strict=True)
+THREAD = Field(description="Thread to read (imported conversations have their own; a search hit's thread_id "
+                           "names one); default: the user's continuous thread.", strict=True)
 
 
 class BoundTools:
@@ -81,42 +84,47 @@ class BoundTools:
 
     def get_conversation_context(
         self, turns: Annotated[int | None, _arg(ContextRequest, "turns")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> ContextOut:
         """Catch up on the recent conversation: the latest turns verbatim, with summaries standing in for older
         ones, up to `turns` messages' worth. Use at the start of a session or after a break; use get_turns_since
         to replay everything after a specific time."""
-        return out(ContextOut, self.engine.conversation_context(self.user_id, **given(turns=turns)))
+        options = given(turns=turns, thread_id=thread_id)
+        return out(ContextOut, self.engine.conversation_context(self.user_id, **options))
 
     def get_turns_since(
         self, timestamp: Annotated[str, _arg(TurnsSinceRequest, "timestamp")],
         limit: Annotated[int | None, _arg(TurnsSinceRequest, "limit")] = None,
         include_summaries: Annotated[bool | None, _arg(TurnsSinceRequest, "include_summaries")] = None,
         from_seq: Annotated[int | None, _arg(TurnsSinceRequest, "from_seq")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> TurnsSinceOut:
         """Every turn at or after a moment, in order, plus summaries of spans ending after it. Use for "what
         happened since ...". When `truncated` is true, call again with from_seq=next_seq and
         include_summaries=false for the rest."""
-        options = given(limit=limit, include_summaries=include_summaries, from_seq=from_seq)
+        options = given(limit=limit, include_summaries=include_summaries, from_seq=from_seq, thread_id=thread_id)
         return out(TurnsSinceOut, self.engine.turns_since(self.user_id, timestamp, **options))
 
     def get_turns_around(
         self, timestamp: Annotated[str, _arg(TurnsAroundRequest, "timestamp")],
         count: Annotated[int | None, _arg(TurnsAroundRequest, "count")] = None,
         before_ratio: Annotated[float | None, _arg(TurnsAroundRequest, "before_ratio")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> TurnsAroundOut:
         """A window of turns before and after a moment. Use to see what surrounded a remembered time or a
         search hit (pass its created_at)."""
-        options = given(count=count, before_ratio=before_ratio)
+        options = given(count=count, before_ratio=before_ratio, thread_id=thread_id)
         return out(TurnsAroundOut, self.engine.turns_around(self.user_id, timestamp, **options))
 
     def search_session_history(
         self, text: Annotated[str, _arg(SubstringRequest, "text")],
         limit: Annotated[int | None, _arg(SubstringRequest, "limit")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> list[SubstringMatchOut]:
         """Exact, case-insensitive substring search over this user's turns, oldest first, with the offset of
         each match. Use for literal strings (ids, order numbers, error codes, file names, quotes) that
         conversation_search might rank low or blur."""
-        found = self.engine.substring_search(self.user_id, text, **given(limit=limit))
+        found = self.engine.substring_search(self.user_id, text, **given(limit=limit, thread_id=thread_id))
         return out(list[SubstringMatchOut], substring_matches(found))
 
     def request_context_slice(self, start_seq: Annotated[int, START], end_seq: Annotated[int, END]) -> SliceOut:
@@ -142,9 +150,10 @@ class BoundTools:
 
     def get_conversation(
         self, conversation_id: Annotated[str | None, Field(description="Return this whole conversation "
-                                                           "(ids come from list_recent).")] = None,
-        list_recent: Annotated[bool, Field(description="List recent conversations instead.")] = False,
-        limit: Annotated[int | None, Field(description="With list_recent: how many, 1 to 100 (default 10).")] = None,
+                                                           "(ids come from list_recent).", strict=True)] = None,
+        list_recent: Annotated[bool, Field(description="List recent conversations instead.", strict=True)] = False,
+        limit: Annotated[int | None, Field(description="With list_recent: how many, 1 to 100 (default 10).",
+                                                     strict=True)] = None,
     ) -> ConversationDetailOut | list[ConversationOut]:
         """Browse past conversations: list_recent=true lists the latest ones (title, summary, times, id, newest
         first); conversation_id returns one whole conversation with all its messages. Use

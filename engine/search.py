@@ -20,6 +20,7 @@ from engine.candidates import expand_to_messages, window_candidates
 from engine.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.text_rules import check_text, check_unit_interval
 from engine.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
 from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
@@ -63,8 +64,8 @@ class Searcher:
         """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
         began = time.perf_counter()
         text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
-        if min_score is not None and not isinstance(min_score, (int, float)):
-            raise InvalidInputError("min_score must be a number from 0 to 1, or omitted")
+        if min_score is not None:
+            min_score = check_unit_interval("min_score", min_score)
         user = self.store.get_user(user_id)
         filters = SearchFilters.parse(timezone=user.timezone, now=self.clock(), day=day,
                                       recency_days=recency_days, start=start, end=end)
@@ -230,7 +231,7 @@ def _check_query(query: object) -> str:
         raise InvalidInputError("query is empty: give a few words to search for")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError(f"query is {len(query)} characters; the maximum is {MAX_QUERY_CHARS}: shorten it")
-    return query.strip()
+    return check_text("query", query.strip())
 
 
 def _check_limit(limit: object) -> int:

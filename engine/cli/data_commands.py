@@ -1,4 +1,4 @@
-"""Data commands: ingest, export, stats, index, reindex, demo."""
+"""Data commands: ingest, export, users, stats, index, reindex, demo."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from engine.cli.common import open_engine, progress_bar
-from engine.importers import FORMATS
+from engine.importers import FORMATS, guess_format
 
 __all__ = ["register"]
 
@@ -19,18 +19,22 @@ DEMO_QUERIES = (("alice", "what did we decide about the database?"), ("alice", "
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help="import a file of messages into the store")
     p.add_argument("file", type=Path)
-    p.add_argument("--format", dest="file_format", choices=FORMATS, required=True, help="the file's format")
+    p.add_argument("--format", dest="file_format", choices=FORMATS,
+                   help="the file's format (default: from its extension, .jsonl or .parquet)")
     p.add_argument("--user", help="user id for formats without one (openai, legacy) or as the JSONL default")
     p.add_argument("--timezone", help="IANA time zone for users created by this import")
     p.add_argument("--skip-bad", action="store_true", help="skip bad records (each is reported) instead of failing")
     p.add_argument("--index", action="store_true", help="index the imported users afterwards")
     p.set_defaults(handler=ingest)
 
-    p = sub.add_parser("export", help="export a user's thread to Parquet")
+    p = sub.add_parser("export", help="export a user's thread to Parquet, JSONL or CSV (by the file's extension)")
     p.add_argument("--user", required=True)
     p.add_argument("--thread", help="thread id (default: the user's continuous thread)")
-    p.add_argument("--out", type=Path, required=True, help="the .parquet file to write")
+    p.add_argument("--out", type=Path, required=True, help="the .parquet, .jsonl or .csv file to write")
     p.set_defaults(handler=export)
+
+    p = sub.add_parser("users", help="list the users of the data directory, with their time zones")
+    p.set_defaults(handler=users)
 
     p = sub.add_parser("stats", help="counts of users, threads, messages, conversations, day segments, summaries")
     p.add_argument("--user", help="only this user")
@@ -49,8 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def ingest(args: argparse.Namespace) -> dict:
-    with open_engine(args, vectors=args.index) as engine:
-        report = engine.import_file(args.file, fmt=args.file_format, user_id=args.user, timezone=args.timezone,
+    fmt = args.file_format or guess_format(args.file)
+    with open_engine(args, vectors=args.index, create=True) as engine:
+        report = engine.import_file(args.file, fmt=fmt, user_id=args.user, timezone=args.timezone,
                                     skip_bad=args.skip_bad, progress=True)
         indexed = [engine.pipeline.index(u, progress=progress_bar(f"index {u}")) for u in report.users] if args.index else []
         return {"import": report, "index": indexed}
@@ -58,8 +63,13 @@ def ingest(args: argparse.Namespace) -> dict:
 
 def export(args: argparse.Namespace) -> dict:
     with open_engine(args, vectors=False) as engine:
-        rows = engine.export_parquet(args.user, args.out, thread_id=args.thread)
-        return {"path": str(args.out), "rows": rows}
+        rows = engine.export(args.user, args.out, thread_id=args.thread)
+        return {"path": str(args.out), "format": args.out.suffix.lower().lstrip("."), "rows": rows}
+
+
+def users(args: argparse.Namespace) -> list:
+    with open_engine(args, vectors=False) as engine:
+        return list(engine.iter_users())
 
 
 def stats(args: argparse.Namespace) -> dict:
@@ -80,7 +90,7 @@ def reindex(args: argparse.Namespace) -> list:
 def demo(args: argparse.Namespace) -> dict:
     """The main job on the embedded default: ingest the sample, index it, search it."""
     started = time.perf_counter()
-    with open_engine(args) as engine:
+    with open_engine(args, create=True) as engine:
         report = engine.import_file(SAMPLE, fmt="jsonl", progress=True)
         indexed = engine.index(progress=progress_bar("index"))
         searches = []

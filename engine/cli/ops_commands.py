@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--message", nargs="+", metavar="ID", help="message ids (another user's ids are ignored)")
     which.add_argument("--conversation", metavar="ID", help="a conversation id")
     which.add_argument("--all-of-user", action="store_true", help="the user and everything derived from it")
+    p.add_argument("--yes", action="store_true", help="delete a user without asking first")
     p.set_defaults(handler=delete)
 
 
@@ -56,6 +57,7 @@ def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
 def delete(args: argparse.Namespace) -> dict[str, Any]:
     with open_engine(args) as engine:
         if args.all_of_user:
+            _confirm_user_deletion(engine, args.user, args.yes)
             count = engine.delete_user(args.user)
             return {"user_id": args.user, "deleted": "user", "messages_deleted": count}
         if args.conversation:
@@ -67,3 +69,16 @@ def delete(args: argparse.Namespace) -> dict[str, Any]:
         count = engine.delete_messages(args.user, args.message)
         return {"user_id": args.user, "deleted": "messages", "message_ids": sorted(found),
                 "not_found": sorted(set(args.message) - found), "messages_deleted": count}
+
+
+def _confirm_user_deletion(engine: Any, user_id: str, yes: bool) -> None:
+    """Deleting a user cannot be undone: ask on a terminal, require --yes elsewhere."""
+    messages = engine.stats(user_id)["messages"]  # also: an unknown user is an error before any question
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConvsearchError(f"deleting user {user_id!r} ({messages} messages) cannot be undone: pass --yes to "
+                              "confirm (no terminal to ask on)")
+    answer = input(f"Delete user {user_id!r} and all {messages} of their messages, summaries and indexes? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise ConvsearchError(f"not deleted: user {user_id!r} is unchanged")

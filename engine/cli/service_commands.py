@@ -8,10 +8,12 @@ stdout is the protocol.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 
 from engine.cli.common import open_engine
+from engine.config import Settings
+from engine.errors import InvalidInputError
+from engine.http.hosts import is_loopback
 
 __all__ = ["register"]
 
@@ -22,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the HTTP API (loopback by default)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback address without CONVSEARCH_API_TOKEN (anyone who reaches it reads "
+                        "every user's history)")
     p.set_defaults(handler=serve)
 
     p = sub.add_parser("mcp", help="serve the MCP tools over stdio, bound to one user")
@@ -34,23 +39,18 @@ def serve(args: argparse.Namespace) -> None:
 
     from engine.http.app import create_app
 
-    with open_engine(args) as engine:
-        if not _loopback(args.host) and not engine.settings.api_token:
-            log.warning("serve.no_token host=%s: anyone who can reach it reads every user's history; "
-                        "set CONVSEARCH_API_TOKEN", args.host)
-        uvicorn.run(create_app(engine), host=args.host, port=args.port, log_level="info")
+    if not is_loopback(args.host) and not Settings().api_token:
+        if not args.insecure:
+            raise InvalidInputError(
+                f"refusing to serve {args.host} without a token: anyone who can reach it would read every user's "
+                "history; set CONVSEARCH_API_TOKEN, or bind 127.0.0.1, or pass --insecure to serve it anyway")
+        log.warning("serve.no_token host=%s --insecure: anyone who can reach it reads every user's history",
+                    args.host)
+    with open_engine(args, create=True) as engine:
+        uvicorn.run(create_app(engine, bind_host=args.host), host=args.host, port=args.port, log_level="info")
 
 
 def mcp(args: argparse.Namespace) -> None:
     from engine.mcp_server import run_stdio
 
     run_stdio(args.home, args.user)
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -2,7 +2,8 @@
 
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
-`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token.
+`internal` (logged). With `settings.api_token` set, every path but /healthz and the /docs page needs
+the bearer token; without one, only Host headers naming the bound address are answered.
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
 from engine.errors import AuthError, ConvsearchError
+from engine.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
+from engine.http.hosts import HostGuard, allowed_hosts
 from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
                                  ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
                                  SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest, SummaryOut,
+                                 ThreadOut, ThreadRangeRequest,
                                  TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest, UserOut,
                                  UserRequest, given, out, substring_matches)
 
 __all__ = ["create_app", "router"]
 
 log = logging.getLogger("convsearch.http")
-OPEN_PATHS = frozenset({"/healthz"})
+OPEN_PATHS = frozenset({"/healthz", DOCS_PATH})
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
 SLICE_NOTE = "The user's next context assembly uses messages start_seq <= seq < end_seq instead of today's, once."
 
@@ -104,26 +108,35 @@ def turns_around(body: TurnsAroundRequest, engine: Engine) -> TurnsAroundOut:
 @router.post("/get_conversation_context")
 def conversation_context(body: ContextRequest, engine: Engine) -> ContextOut:
     """The latest turns' worth of context: raw recent turns, then summaries for older ones."""
-    return out(ContextOut, engine.conversation_context(body.user_id, **given(turns=body.turns)))
+    context = engine.conversation_context(body.user_id, **given(turns=body.turns, thread_id=body.thread_id))
+    return out(ContextOut, context)
 
 
 @router.post("/search_session_history")
 def substring_search(body: SubstringRequest, engine: Engine) -> list[SubstringMatchOut]:
     """Exact, case-insensitive substring search (ids, error codes, quotes), oldest first."""
-    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit))
+    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit, thread_id=body.thread_id))
     return out(list[SubstringMatchOut], substring_matches(found))
 
 
 @router.post("/messages/range")
-def messages_range(body: RangeRequest, engine: Engine) -> list[MessageOut]:
+def messages_range(body: ThreadRangeRequest, engine: Engine) -> list[MessageOut]:
     """Turns with start_seq <= seq < end_seq, in order."""
-    return out(list[MessageOut], engine.messages_range(body.user_id, body.start_seq, body.end_seq))
+    found = engine.messages_range(body.user_id, body.start_seq, body.end_seq, **given(thread_id=body.thread_id))
+    return out(list[MessageOut], found)
 
 
 @router.post("/summarize_range")
-def summarize_range(body: RangeRequest, engine: Engine) -> SummaryOut:
+def summarize_range(body: ThreadRangeRequest, engine: Engine) -> SummaryOut:
     """Summarise turns start_seq <= seq < end_seq (stored, and searchable as a summary)."""
-    return out(SummaryOut, engine.summarize_range(body.user_id, body.start_seq, body.end_seq))
+    summary = engine.summarize_range(body.user_id, body.start_seq, body.end_seq, thread_id=body.thread_id)
+    return out(SummaryOut, summary)
+
+
+@router.post("/threads")
+def list_threads(body: UserRequest, engine: Engine) -> list[ThreadOut]:
+    """The user's threads, oldest first: the continuous one and imported ones (pass their thread_id)."""
+    return out(list[ThreadOut], engine.list_threads(body.user_id))
 
 
 @router.post("/conversations/list")
@@ -239,7 +252,8 @@ class BearerAuth:
         self.app, self.expected = app, token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in OPEN_PATHS or path.startswith(STATIC_PREFIX) or self._allowed(scope):
             return await self.app(scope, receive, send)
         response = error_response(AuthError.http_status, AuthError.code, "missing or wrong bearer token: send "
                                   "'Authorization: Bearer <CONVSEARCH_API_TOKEN>'", {"WWW-Authenticate": "Bearer"})
@@ -251,10 +265,13 @@ class BearerAuth:
 
 
 # The app ----------------------------------------------------------------------------------------
-def create_app(engine: ConversationEngine) -> FastAPI:
-    """The HTTP app over one engine (the caller owns the engine and closes it)."""
+def create_app(engine: ConversationEngine, *, bind_host: str = "127.0.0.1") -> FastAPI:
+    """The HTTP app over one engine (the caller owns the engine and closes it); `bind_host` is the
+    address it listens on, whose names are the only Host headers answered when there is no token."""
     token = engine.settings.api_token
-    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip())
+    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(), docs_url=None,
+                  redoc_url=None)
+    add_docs_page(app, needs_token=bool(token))
     app.state.engine = engine
     # Documents the bearer scheme in /openapi.json; BearerAuth does the checking.
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
@@ -267,4 +284,6 @@ def create_app(engine: ConversationEngine) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=engine.settings.max_body_bytes)
     if token:
         app.add_middleware(BearerAuth, token=token)  # outermost: no body is read before the token is checked
+    elif (hosts := allowed_hosts(bind_host)) is not None:
+        app.add_middleware(HostGuard, hosts=hosts)
     return app

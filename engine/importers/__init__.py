@@ -13,7 +13,7 @@ from time import perf_counter
 from typing import Callable
 
 from engine.errors import InvalidInputError
-from engine.importers.export import export_thread_parquet
+from engine.importers.export import EXPORT_FORMATS, export_thread, export_thread_parquet
 from engine.importers.jsonl import import_jsonl
 from engine.importers.legacy import import_legacy
 from engine.importers.locomo import import_locomo
@@ -24,7 +24,8 @@ from engine.ingest import Ingestor
 from engine.store import Store
 from engine.timeutil import zone
 
-__all__ = ["FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread_parquet"]
+__all__ = ["FORMATS", "EXPORT_FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread",
+           "export_thread_parquet", "guess_format"]
 
 FORMATS = ("jsonl", "parquet", "openai", "locomo", "legacy")
 _IMPORTERS: dict[str, Callable[[ImportContext], Totals]] = {
@@ -51,6 +52,18 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
                         skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3))
+
+
+_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def guess_format(path: Path) -> str:
+    """The import format a file name says (.jsonl, .parquet); JSON files need it named: several formats are JSON."""
+    found = _BY_EXTENSION.get(Path(path).suffix.lower())
+    if found is None:
+        raise InvalidInputError(f"cannot tell the format of {Path(path).name!r} from its extension: pass --format "
+                                f"({', '.join(FORMATS)}; .json files are openai, legacy or locomo)")
+    return found
 
 
 def _check_arguments(path: Path, fmt: str, user_id: str | None, timezone: str | None) -> None:

@@ -21,6 +21,7 @@ from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, U
 from engine.ingest import MAX_MESSAGE_CHARS, Ingestor
 from engine.models import ROLES, IngestResult, NewMessage
 from engine.store import Store, continuous_thread_id
+from engine.text_rules import surrogate_problem
 from engine.timeutil import parse_timestamp, to_utc, zone
 
 __all__ = [
@@ -156,6 +157,10 @@ def check_message(message: NewMessage) -> NewMessage:
         raise BadRecord(f"content is over {MAX_MESSAGE_CHARS} characters: split it")
     if "\x00" in message.content:
         raise BadRecord("content holds a NUL character: remove it")
+    for name in ("content", "speaker"):
+        value = getattr(message, name)
+        if isinstance(value, str) and surrogate_problem(value):
+            raise BadRecord(f"{name} {surrogate_problem(value)}")
     for name in ("message_id", "external_id"):
         if getattr(message, name) is not None:
             check_id(name, getattr(message, name))
