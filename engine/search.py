@@ -82,9 +82,11 @@ class Searcher:
         max_summaries = self.settings.max_summary_results if "message" in kinds else limit
         merged = merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=max_summaries)
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
+        pending = self.pipeline.pending_vector_messages(user_id)
         return SearchResponse(
-            query=text, results=results, mode=q.mode, not_vector_indexed=self.pipeline.pending_vector_messages(user_id),
-            took_ms=round((time.perf_counter() - began) * 1000, 2), notice=notice,
+            query=text, results=results, mode=q.mode, not_vector_indexed=pending,
+            took_ms=round((time.perf_counter() - began) * 1000, 2),
+            notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
         )
 
     # Query ----------------------------------------------------------------------------------
@@ -100,8 +102,10 @@ class Searcher:
         return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
 
     def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
-        if self.query_embedder is None or shard.hnsw is None:
+        if self.query_embedder is None:
             return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
         try:
             return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
         except EmbeddingUnavailableError as exc:
@@ -224,6 +228,17 @@ def _without_label(line: str, label: str) -> str:
     """A window line without its "Speaker: " prefix: the message's indexed text, for the snippet."""
     prefix = f"{label}: "
     return line[len(prefix):] if line.startswith(prefix) else line
+
+
+def _pending_notice(notice: str | None, pending: int, user_id: str, ran: str, asked: str | None,
+                    embedder: bool) -> str | None:
+    """Say when messages were matched by keywords only because their vectors are pending, and what to run."""
+    if notice is not None or not pending or not embedder or asked == "lexical":
+        return notice
+    fix = f"run `convsearch index --user {user_id}` (or POST /api/index) to embed them"
+    if ran == "lexical":
+        return f"lexical search only: none of the {pending} messages has a vector yet; {fix}"
+    return f"{pending} messages have no vector yet and were matched by keywords only; {fix}"
 
 
 def _check_query(query: object) -> str:
