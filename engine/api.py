@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
 from engine.deletion import Deleter
 from engine.errors import ConvsearchError, EmbeddingUnavailableError, InvalidInputError, storage_error
+from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.ingest import Ingestor
 from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
@@ -110,6 +110,22 @@ def _disk_errors() -> Iterator[None]:
         raise full from None
 
 
+class _Everyone:
+    """`with engine.write_lock:` (doctor) as every user's writer lock."""
+
+    def __init__(self, locks: WriterLocks) -> None:
+        self.locks = locks
+        self._held: list[Any] = []
+
+    def __enter__(self) -> None:
+        held = self.locks.everyone()
+        held.__enter__()
+        self._held.append(held)
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.pop().__exit__(*exc)
+
+
 class ConversationEngine:
     """Store + indexes + query layer for one data directory."""
 
@@ -131,9 +147,10 @@ class ConversationEngine:
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
                                         ingestor=self.ingestor, counter=counter)
         self.context = ContextAssembler(self.store, counter, self.settings, clock=clock)
-        # One writer at a time inside the process (DuckDB already allows one writer process);
-        # searches do not take it, they read the shard under its own short lock.
-        self.write_lock = threading.RLock()
+        # One writer per user at a time (DuckDB already allows one writer process); searches take no
+        # writer lock, they read the shard under its own short lock.
+        self.locks = WriterLocks()
+        self.write_lock = _Everyone(self.locks)  # `with engine.write_lock:` holds every user's writes
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
 
     def _embedder(self) -> Embedder | None:
@@ -144,9 +161,9 @@ class ConversationEngine:
             return None
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One writer at a time; a full disk becomes StorageFullError (the transaction rolled back)."""
-        with self.write_lock, _disk_errors():
+    def _writing(self, user_id: str | None = None) -> Iterator[None]:
+        """The user's writer lock (every user's when None); a full disk becomes StorageFullError."""
+        with self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone(), _disk_errors():
             yield
 
     def close(self) -> None:
@@ -168,7 +185,7 @@ class ConversationEngine:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise InvalidInputError("messages must be a list of messages (objects with role and content)")
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
-        with self._writing():
+        with self._writing(user_id):
             result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
@@ -192,20 +209,20 @@ class ConversationEngine:
     # Deletion -------------------------------------------------------------------------------
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete messages everywhere (store, summaries, indexes, cache); returns how many."""
-        with self._writing():
+        with self._writing(user_id):
             return self.deleter.delete_messages(user_id, message_ids)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
-        with self._writing():
+        with self._writing(user_id):
             return self.deleter.delete_conversation(user_id, conversation_id)
 
     def delete_user(self, user_id: str) -> int:
-        with self._writing():
+        with self._writing(user_id):
             return self.deleter.delete_user(user_id)
 
     def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
         """End the open conversation; it gets a title and summary when a summarizer is configured."""
-        with self._writing():
+        with self._writing(user_id):
             return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
@@ -236,20 +253,21 @@ class ConversationEngine:
         return [self.store.get_user(user_id).user_id] if user_id else [u.user_id for u in self.store.list_users()]
 
     def index(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
-        with self._writing():
-            reports = []
-            for user in self.users(user_id):
+        """One user at a time under that user's lock: the others keep writing meanwhile."""
+        reports = []
+        for user in self.users(user_id):
+            with self._writing(user):
                 log.info("index user=%s: embedding messages without vectors", user)
                 reports.append(self.pipeline.index(user, progress=progress))
-            return reports
+        return reports
 
     def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
-        with self._writing():
-            reports = []
-            for user in self.users(user_id):
+        """One user at a time under that user's lock, like index."""
+        reports = []
+        for user in self.users(user_id):
+            with self._writing(user):
                 log.info("reindex user=%s: rebuilding chunks, BM25 and vectors from the store", user)
                 reports.append(self.pipeline.reindex(user, progress=progress))
-            for user in self.users(user_id):
                 # summaries' vectors stay cached: their index is rebuilt from the cache, not re-embedded
                 self.deleter.forget_unused_vectors(user)
                 self.summary_index.forget(user)
@@ -264,12 +282,16 @@ class ConversationEngine:
 
     # conversation.get and navigation ---------------------------------------------------------
     def get(self, user_id: str, *, message_id: str | None = None, day_segment_id: str | None = None,
-            from_message_id: str | None = None, to_message_id: str | None = None) -> MessageView | DayView | list[MessageView]:
-        """conversation.get: a message, a day (summary and message ids), or a day's message range."""
+            from_message_id: str | None = None, to_message_id: str | None = None,
+            offset: int | None = None) -> MessageView | DayView | list[MessageView]:
+        """conversation.get: a message (its text from `offset`), a day (summary and message ids), or a
+        day's message range."""
         if message_id is not None:
             if day_segment_id is not None:
                 raise InvalidInputError("give message_id or day_segment_id, not both")
-            return self.navigator.get_message(user_id, message_id)
+            return self.navigator.get_message(user_id, message_id, offset=0 if offset is None else offset)
+        if offset is not None:
+            raise InvalidInputError("offset pages through one message's text: give it with message_id")
         if day_segment_id is None:
             raise InvalidInputError("give message_id, or day_segment_id (with from_message_id and to_message_id for a range)")
         if (from_message_id is None) != (to_message_id is None):

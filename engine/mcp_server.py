@@ -74,12 +74,13 @@ class BoundTools:
         day_segment_id: Annotated[str | None, _arg(GetRequest, "day_segment_id")] = None,
         from_message_id: Annotated[str | None, _arg(GetRequest, "from_message_id")] = None,
         to_message_id: Annotated[str | None, _arg(GetRequest, "to_message_id")] = None,
+        offset: Annotated[int | None, _arg(GetRequest, "offset")] = None,
     ) -> MessageOut | DayOut | list[MessageOut]:
         """Open what a search hit points to: one message in full (message_id); a whole day (day_segment_id:
         its summary and message ids); or part of a day (day_segment_id with from_message_id and to_message_id).
         Use after conversation_search; use get_turns_around to see what surrounded a moment instead."""
         found = self.engine.get(self.user_id, message_id=message_id, day_segment_id=day_segment_id,
-                                from_message_id=from_message_id, to_message_id=to_message_id)
+                                from_message_id=from_message_id, to_message_id=to_message_id, offset=offset)
         return out(MessageOut | DayOut | list[MessageOut], found)
 
     def get_conversation_context(

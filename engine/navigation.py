@@ -70,9 +70,11 @@ class Navigator:
         self.clock = clock
 
     # By id -----------------------------------------------------------------------------------
-    def get_message(self, user_id: str, message_id: str) -> MessageView:
+    def get_message(self, user_id: str, message_id: str, *, offset: int = 0) -> MessageView:
+        """The message, its text from character `offset` (to page through a long one)."""
+        offset = _whole("offset", offset, maximum=None)
         self.store.get_user(user_id)
-        return message_view(self.store.get_message(message_id, user_id=user_id))
+        return message_view(self.store.get_message(message_id, user_id=user_id), offset)
 
     def get_day(self, user_id: str, day_segment_id: str) -> DayView:
         """The day's summary (None until summarised) and its turns' ids in order."""

@@ -56,6 +56,8 @@ def _search_parsers(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--day", help="day segment id (as search results show it)")
     p.add_argument("--from", dest="from_id", help="with --day and --to: first message id of the range")
     p.add_argument("--to", dest="to_id", help="with --day and --from: last message id of the range (inclusive)")
+    p.add_argument("--offset", type=int, help="with --message: its text from this character (long messages come "
+                   "in parts; see content_truncated)")
 
 
 def _navigation_parsers(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +120,7 @@ def grep(args: argparse.Namespace) -> Any:
 def get(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
         return engine.get(args.user, message_id=args.message, day_segment_id=args.day,
-                          from_message_id=args.from_id, to_message_id=args.to_id)
+                          from_message_id=args.from_id, to_message_id=args.to_id, offset=args.offset)
 
 
 def since(args: argparse.Namespace) -> Any:

@@ -108,6 +108,8 @@ class GetRequest(UserRequest):
     day_segment_id: str | None = Field(None, description="Get this day: its summary and message ids.")
     from_message_id: str | None = Field(None, description="With day_segment_id: the day's messages from this one...")
     to_message_id: str | None = Field(None, description="...to this one, inclusive.")
+    offset: int | None = Field(None, description="With message_id: return its text from this character on "
+                               "(a long message comes in parts of 20,000; see content_truncated).")
 
 
 class TurnsSinceRequest(UserRequest):
@@ -241,6 +243,10 @@ class MessageOut(BaseModel):
     tools_used: list[str] = Field(description="Tools the message used.")
     thread_id: str = Field(description="Its thread.")
     day_segment_id: str = Field(description="Its day, to open with /api/conversation/get.")
+    content_chars: int = Field(0, description="Length of the whole text; content is at most 20,000 characters of it.")
+    content_offset: int = Field(0, description="Where content starts in the whole text.")
+    content_truncated: bool = Field(False, description="More text follows: get the message with "
+                                    "offset = content_offset + length of content for the next part.")
 
 
 class DayOut(BaseModel):
