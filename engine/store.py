@@ -223,6 +223,19 @@ class Store:
         rows = self.db.execute("SELECT message_id, user_id FROM messages WHERE list_contains(?, message_id)", [ids])
         return dict(rows)
 
+    def stored_contents(self, thread_id: str, message_ids: Sequence[str], external_ids: Sequence[str]) -> dict[str, str]:
+        """message_id and external_id -> content of the thread's messages among those ids."""
+        rows = self.db.execute(
+            "SELECT message_id, external_id, content FROM messages WHERE thread_id = ? "
+            "AND (list_contains(?, message_id) OR list_contains(?, external_id))",
+            [thread_id, list(message_ids), list(external_ids)])
+        found: dict[str, str] = {}
+        for message_id, external_id, content in rows:
+            found[message_id] = content
+            if external_id:
+                found[external_id] = content
+        return found
+
     def existing_external_ids(self, thread_id: str, external_ids: Iterable[str]) -> set[str]:
         ids = [e for e in external_ids if e]
         if not ids:

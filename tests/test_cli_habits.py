@@ -171,3 +171,18 @@ def test_verbose_logs_each_step(home: Path, tmp_path: Path, capsys: pytest.Captu
     assert "import path=" in err and "import stored=1" in err and "lexical index refreshed" in err
     assert main(["ingest", str(data), "--home", str(tmp_path / "h2")]) == 0
     assert "import stored" not in capsys.readouterr().err
+
+
+def test_a_reimported_id_with_other_content_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = str(tmp_path / "home")
+    data = tmp_path / "a.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]), encoding="utf-8")
+    run(capsys, "--home", home, "ingest", str(data))
+    edited = [ROWS[0], {**ROWS[1], "content": "Booked the boiler service for Friday"}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in edited), encoding="utf-8")
+    assert main(["--home", home, "ingest", str(data)]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)["import"]
+    assert report["duplicates"] == 2 and [c["location"] for c in report["changed"]] == ["line 2"]
+    assert "'c2' is already stored with other content" in report["changed"][0]["reason"]
+    assert "1 re-imported record(s) differ" in captured.err

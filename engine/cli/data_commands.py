@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +58,10 @@ def ingest(args: argparse.Namespace) -> dict:
     with open_engine(args, vectors=args.index, create=True) as engine:
         report = engine.import_file(args.file, fmt=fmt, user_id=args.user, timezone=args.timezone,
                                     skip_bad=args.skip_bad, progress=True)
+        if report.changed:
+            print(f"convsearch: {len(report.changed)} re-imported record(s) differ from the stored message with "
+                  f"the same id (first: {report.changed[0].location}); the stored ones were kept: see \"changed\"",
+                  file=sys.stderr)
         indexed = [engine.pipeline.index(u, progress=progress_bar(f"index {u}")) for u in report.users] if args.index else []
         return {"import": report, "index": indexed}
 

@@ -51,7 +51,8 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
         totals = _IMPORTERS[fmt](ctx)
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
-                        skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3))
+                        skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3),
+                        changed=tuple(issues.changed))
 
 
 _BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}

@@ -51,6 +51,7 @@ class ImportReport:
     summaries: int
     skipped: tuple[SkippedRecord, ...]
     seconds: float
+    changed: tuple[SkippedRecord, ...] = ()  # re-imported ids whose content differs from the stored one
 
 
 class BadRecord(Exception):
@@ -67,6 +68,7 @@ class Issues:
     def __init__(self, skip_bad: bool) -> None:
         self.skip_bad = skip_bad
         self.skipped: list[SkippedRecord] = []
+        self.changed: list[SkippedRecord] = []  # ids already stored with other content: kept as stored
 
     def bad(self, location: str, reason: str) -> None:
         if not self.skip_bad:
@@ -331,6 +333,7 @@ def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list
     last_at = ctx.store.thread_tail(thread_id)[1]
     last_at = to_utc(last_at) if last_at is not None else None
     fresh = {id(m) for m in ctx.ingestor.fresh(batch.user_id, thread_id, [i.message for i in items])}
+    _report_changed(ctx, thread_id, [i for i in items if id(i.message) not in fresh])
     kept = []
     for item in items:
         at = item.message.created_at
@@ -344,6 +347,19 @@ def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list
             continue
         kept.append(item)
     return kept
+
+
+def _report_changed(ctx: ImportContext, thread_id: str, duplicates: list[Item]) -> None:
+    """A re-imported id whose content differs from the stored message is reported, not silently counted."""
+    if not duplicates:
+        return
+    stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
+                                       [i.message.external_id for i in duplicates if i.message.external_id])
+    for item in duplicates:
+        key = item.message.message_id or item.message.external_id
+        if key in stored and stored[key] != item.message.content:
+            ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is already stored with other "
+                                                                   "content: the stored message was kept"))
 
 
 def _claimed(ctx: ImportContext, batches: list[ThreadBatch]) -> list[ThreadBatch]:
