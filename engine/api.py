@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -16,9 +17,9 @@ from engine.errors import ConvsearchError, EmbeddingUnavailableError, InvalidInp
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.ingest import Ingestor
-from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
+from engine.models import Conversation, IngestResult, Message, NewMessage, Summary, Thread, User
 from engine.navigation import Navigator
-from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
+from engine.navigation_results import VIEW_CAP_CHARS, ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
 from engine.search import Searcher
 from engine.search_types import SearchResponse
 from engine.store import STORE_FILENAME, Store
@@ -77,6 +78,15 @@ def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> N
         message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
         tools_used=tuple(tools), metadata=dict(metadata),
     )
+
+
+def _capped(message: Message) -> Message:
+    extra = len(message.content) - VIEW_CAP_CHARS
+    if extra <= 0:
+        return message
+    marker = (f" [... {extra} more characters: get message {message.message_id!r} with offset={VIEW_CAP_CHARS} "
+              "for the rest]")
+    return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
 
 
 def _path(path: object) -> Path:
@@ -323,7 +333,9 @@ class ConversationEngine:
         return self.summaries.list_recent_conversations(user_id, limit)
 
     def get_conversation(self, user_id: str, conversation_id: str) -> ConversationDetail:
-        return self.summaries.get_conversation(user_id, conversation_id)
+        """The conversation, each message's text capped at VIEW_CAP_CHARS with a marker saying how to get the rest."""
+        detail = self.summaries.get_conversation(user_id, conversation_id)
+        return replace(detail, messages=tuple(_capped(m) for m in detail.messages))
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         self.store.get_user(user_id)

@@ -104,3 +104,19 @@ def test_message_text_is_capped_everywhere_and_paged_by_offset(tmp_path: Path) -
         result = anyio.run(call)
         assert len(result.structured_content["messages"][0]["content"]) == VIEW_CAP_CHARS
         assert sum(len(getattr(b, "text", "")) for b in result.content) < 3 * VIEW_CAP_CHARS
+
+
+def test_a_whole_conversation_caps_each_message_and_says_how_to_get_the_rest(tmp_path: Path) -> None:
+    from engine.navigation_results import VIEW_CAP_CHARS
+
+    body = text_of(VIEW_CAP_CHARS + 1234)
+    with ConversationEngine(tmp_path / "home", embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", [{"role": "user", "content": "short", "message_id": "s"},
+                            {"role": "assistant", "content": body, "message_id": "long"}], index=False)
+        conversation = engine.list_conversations("u")[0].conversation_id
+        shown = {m.message_id: m.content for m in engine.get_conversation("u", conversation).messages}
+        assert shown["s"] == "short" and shown["long"].startswith(body[:VIEW_CAP_CHARS])
+        assert shown["long"].endswith(f"[... 1234 more characters: get message 'long' with offset={VIEW_CAP_CHARS} "
+                                      "for the rest]")
+        assert engine.get("u", message_id="long", offset=VIEW_CAP_CHARS).content == body[VIEW_CAP_CHARS:]
