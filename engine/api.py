@@ -80,6 +80,13 @@ def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> N
     )
 
 
+def _by_thread(rewritten: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str], set[int]]:
+    grouped: dict[tuple[str, str], set[int]] = {}
+    for user, thread, seq in rewritten:
+        grouped.setdefault((user, thread), set()).add(seq)
+    return grouped
+
+
 def _capped(message: Message) -> Message:
     extra = len(message.content) - VIEW_CAP_CHARS
     if extra <= 0:
@@ -236,12 +243,16 @@ class ConversationEngine:
             return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
-                    skip_bad: bool = False, progress: bool = False) -> ImportReport:
-        """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once."""
+                    skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
+        """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
+        With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
         with self._writing(), _file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
-                                 timezone=timezone, skip_bad=skip_bad, progress=progress)
+                                 timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
+            for (user, thread), seqs in _by_thread(report.rewritten).items():
+                self.pipeline.rewrite_messages(user, thread, seqs)
+                log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
             for user in report.users:

@@ -286,6 +286,15 @@ class IndexPipeline:
         shard.save(self.root)
         return len(doomed)
 
+    def rewrite_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
+        """After messages' text changed in the store (same seqs): their windows are re-chunked and
+        re-embedded, and the message table shows the new text. Returns windows replaced."""
+        dropped = self.forget_messages(user_id, thread_id, seqs)
+        shard = self.shard(user_id)
+        with shard.lock:
+            shard.messages.put(self.store.messages_in_range(thread_id, min(seqs), max(seqs) + 1))
+        return dropped
+
     def pending_vector_messages(self, user_id: str) -> int:
         """Messages lexically searchable but not yet in the vector index."""
         shard = self.shard(user_id)

@@ -186,3 +186,20 @@ def test_a_reimported_id_with_other_content_is_reported(tmp_path: Path, capsys: 
     assert report["duplicates"] == 2 and [c["location"] for c in report["changed"]] == ["line 2"]
     assert "'c2' is already stored with other content" in report["changed"][0]["reason"]
     assert "1 re-imported record(s) differ" in captured.err
+
+
+def test_update_replaces_a_reimported_text_and_reindexes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = str(tmp_path / "home")
+    data = tmp_path / "a.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]), encoding="utf-8")
+    run(capsys, "--home", home, "ingest", str(data), "--index")
+    data.write_text(json.dumps({**ROWS[1], "content": "Booked the plumber named Okonkwo"}) + "\n", encoding="utf-8")
+    report = run(capsys, "--home", home, "ingest", str(data), "--update")["import"]
+    assert "replaced by the new text" in report["changed"][0]["reason"]
+    got = run(capsys, "--home", home, "get", "--user", "ana", "--message", "c2")
+    assert got["content"] == "Booked the plumber named Okonkwo" and got["seq"] == 2
+    found = run(capsys, "--home", home, "search", "--user", "ana", "Okonkwo")
+    assert [h["message_id"] for h in found["results"] if h["kind"] == "message"][:1] == ["c2"]
+    assert run(capsys, "--home", home, "grep", "--user", "ana", "Booked the boiler") == []  # the old text is gone
+    search = run(capsys, "--home", home, "search", "--user", "ana", "Okonkwo", "--explain")
+    assert search["mode"] == "hybrid" and search["not_vector_indexed"] == 0  # re-embedded, not left pending

@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timezone", help="IANA time zone for users created by this import")
     p.add_argument("--skip-bad", action="store_true", help="skip bad records (each is reported) instead of failing")
     p.add_argument("--index", action="store_true", help="index the imported users afterwards")
+    p.add_argument("--update", action="store_true",
+                   help="a record whose id is stored with other text replaces that text (and re-indexes it)")
     p.set_defaults(handler=ingest)
 
     p = sub.add_parser("export", help="export a user's thread to Parquet, JSONL or CSV (by the file's extension)")
@@ -55,13 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def ingest(args: argparse.Namespace) -> dict:
     fmt = args.file_format or guess_format(args.file)
-    with open_engine(args, vectors=args.index, create=True) as engine:
+    # replacing a text rewrites its windows' vectors: the model is needed then, as for --index
+    with open_engine(args, vectors=args.index or args.update, create=True) as engine:
         report = engine.import_file(args.file, fmt=fmt, user_id=args.user, timezone=args.timezone,
-                                    skip_bad=args.skip_bad, progress=True)
-        if report.changed:
+                                    skip_bad=args.skip_bad, progress=True, update=args.update)
+        if report.changed and not args.update:
             print(f"convsearch: {len(report.changed)} re-imported record(s) differ from the stored message with "
-                  f"the same id (first: {report.changed[0].location}); the stored ones were kept: see \"changed\"",
-                  file=sys.stderr)
+                  f"the same id (first: {report.changed[0].location}); kept the stored ones (see \"changed\"; "
+                  "--update replaces them)", file=sys.stderr)
         indexed = [engine.pipeline.index(u, progress=progress_bar(f"index {u}")) for u in report.users] if args.index else []
         return {"import": report, "index": indexed}
 

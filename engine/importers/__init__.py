@@ -36,7 +36,8 @@ _NEEDS_USER = ("openai", "legacy")  # these files do not say whose history they 
 
 
 def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_id: str | None = None,
-                timezone: str | None = None, skip_bad: bool = False, progress: bool = False) -> ImportReport:
+                timezone: str | None = None, skip_bad: bool = False, progress: bool = False,
+                update: bool = False) -> ImportReport:
     """Import `path` as `fmt`; `user_id`/`timezone` are defaults for the users the file creates.
 
     LoCoMo ignores `user_id` (each conversation is its own user, in UTC).
@@ -46,13 +47,13 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     started = perf_counter()
     issues = Issues(skip_bad)
     ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
-                        issues=issues, progress=progress, now=ingestor.clock())
+                        issues=issues, progress=progress, now=ingestor.clock(), update=update)
     with store.db.transaction():
         totals = _IMPORTERS[fmt](ctx)
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
                         skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3),
-                        changed=tuple(issues.changed))
+                        changed=tuple(issues.changed), rewritten=tuple(issues.rewritten))
 
 
 _BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}

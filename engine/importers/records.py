@@ -52,6 +52,7 @@ class ImportReport:
     skipped: tuple[SkippedRecord, ...]
     seconds: float
     changed: tuple[SkippedRecord, ...] = ()  # re-imported ids whose content differs from the stored one
+    rewritten: tuple[tuple[str, str, int], ...] = ()  # (user, thread, seq) whose text --update replaced
 
 
 class BadRecord(Exception):
@@ -68,7 +69,8 @@ class Issues:
     def __init__(self, skip_bad: bool) -> None:
         self.skip_bad = skip_bad
         self.skipped: list[SkippedRecord] = []
-        self.changed: list[SkippedRecord] = []  # ids already stored with other content: kept as stored
+        self.changed: list[SkippedRecord] = []  # ids already stored with other content: kept, or replaced
+        self.rewritten: list[tuple[str, str, int]] = []  # (user, thread, seq) replaced: to re-index
 
     def bad(self, location: str, reason: str) -> None:
         if not self.skip_bad:
@@ -105,6 +107,8 @@ class ImportContext:
     issues: Issues
     progress: bool
     now: datetime
+    update: bool = False  # a re-imported id with other content replaces the stored text
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +337,7 @@ def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list
     last_at = ctx.store.thread_tail(thread_id)[1]
     last_at = to_utc(last_at) if last_at is not None else None
     fresh = {id(m) for m in ctx.ingestor.fresh(batch.user_id, thread_id, [i.message for i in items])}
-    _report_changed(ctx, thread_id, [i for i in items if id(i.message) not in fresh])
+    _report_changed(ctx, batch.user_id, thread_id, [i for i in items if id(i.message) not in fresh])
     kept = []
     for item in items:
         at = item.message.created_at
@@ -349,17 +353,24 @@ def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list
     return kept
 
 
-def _report_changed(ctx: ImportContext, thread_id: str, duplicates: list[Item]) -> None:
-    """A re-imported id whose content differs from the stored message is reported, not silently counted."""
+def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, duplicates: list[Item]) -> None:
+    """A re-imported id whose content differs from the stored message is reported, not silently counted;
+    with `update` its text replaces the stored one (the caller re-indexes it)."""
     if not duplicates:
         return
     stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
                                        [i.message.external_id for i in duplicates if i.message.external_id])
     for item in duplicates:
         key = item.message.message_id or item.message.external_id
-        if key in stored and stored[key] != item.message.content:
-            ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is already stored with other "
-                                                                   "content: the stored message was kept"))
+        if key not in stored or stored[key][2] == item.message.content:
+            continue
+        message_id, seq, _ = stored[key]
+        if ctx.update:
+            ctx.store.replace_content(message_id, item.message.content)
+            ctx.issues.rewritten.append((user_id, thread_id, seq))
+        outcome = "replaced by the new text (--update)" if ctx.update else "the stored message was kept (--update replaces it)"
+        ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is already stored with other content: "
+                                                               + outcome))
 
 
 def _claimed(ctx: ImportContext, batches: list[ThreadBatch]) -> list[ThreadBatch]:
