@@ -153,9 +153,15 @@ def test_a_missing_home_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "typo").exists()
 
 
-def test_ingest_without_format_needs_a_known_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_guesses_the_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "chat.json").write_text("[]", encoding="utf-8")
     assert "pass --format" in _error(capsys, "--home", str(tmp_path / "h"), "ingest", str(tmp_path / "chat.json"))
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    assert "pass --format" in _error(capsys, "--home", str(tmp_path / "h"), "ingest", str(tmp_path / "notes.txt"))
+    examples = Path(__file__).resolve().parents[1] / "data" / "examples"
+    for name, fmt in (("locomo.json", "locomo"), ("legacy.json", "legacy"), ("openai.json", "openai")):
+        report = run(capsys, "--home", str(tmp_path / "h"), "ingest", str(examples / name), "--user", "g")["import"]
+        assert report["format"] == fmt and report["inserted"] > 0
 
 
 def test_table_output_shows_a_whole_message(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

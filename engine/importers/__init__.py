@@ -19,7 +19,7 @@ from engine.importers.legacy import import_legacy
 from engine.importers.locomo import import_locomo
 from engine.importers.openai_chat import import_openai
 from engine.importers.parquet import import_parquet
-from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals
+from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals, load_json
 from engine.ingest import Ingestor
 from engine.store import Store
 from engine.timeutil import zone
@@ -60,12 +60,28 @@ _BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 
 
 def guess_format(path: Path) -> str:
-    """The import format a file name says (.jsonl, .parquet); JSON files need it named: several formats are JSON."""
+    """The import format a file's extension says (.jsonl, .parquet), or for .json its first record's shape."""
     found = _BY_EXTENSION.get(Path(path).suffix.lower())
+    if found is None and Path(path).suffix.lower() == ".json" and Path(path).is_file():
+        found = _json_shape(load_json(Path(path)))
     if found is None:
-        raise InvalidInputError(f"cannot tell the format of {Path(path).name!r} from its extension: pass --format "
-                                f"({', '.join(FORMATS)}; .json files are openai, legacy or locomo)")
+        raise InvalidInputError(f"cannot tell the format of {Path(path).name!r}: pass --format "
+                                f"({', '.join(FORMATS)})")
     return found
+
+
+def _json_shape(data: object) -> str | None:
+    """locomo ({sample_id, conversation}), legacy ({userMessage, ...}) or openai (messages or a mapping)."""
+    first = data[0] if isinstance(data, list) and data else data
+    if not isinstance(first, dict):
+        return None
+    if "sample_id" in first and "conversation" in first:
+        return "locomo"
+    if {"userMessage", "assistantResponse"} & set(first):
+        return "legacy"
+    if {"messages", "mapping", "role"} & set(first):
+        return "openai"
+    return None
 
 
 def _check_arguments(path: Path, fmt: str, user_id: str | None, timezone: str | None) -> None:
