@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     # Store
     default_timezone: str = Field("UTC", description="Time zone of users created without one (IANA name).")
     idle_timeout_minutes: float = Field(30.0, gt=0, description="Silence that ends a conversation.")
+    future_tolerance_hours: float = Field(
+        24.0, ge=0, le=24 * 366,
+        description="How far ahead of now a message's created_at may be (clock skew); later is refused, since "
+        "it would put every following message of the thread out of order.",
+    )
     max_conversations_retained: int | None = Field(
         None, ge=1, description="Keep only this many ended conversations per thread (off by default)."
     )

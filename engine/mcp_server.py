@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from engine.api import ConversationEngine
 from engine.config import data_dir
@@ -39,11 +39,14 @@ def _doc(model: Any, field: str) -> str:
 
 
 def _arg(model: Any, field: str) -> Any:
-    return Field(description=_doc(model, field))
+    """Strict, like the HTTP requests: "3" or true is not a limit."""
+    return Field(description=_doc(model, field), strict=True)
 
 
-START = Field(description="First seq of the range (seqs start at 1; other tools' results show them).")
-END = Field(description="End of the range, exclusive: [start_seq, end_seq).")
+START = Field(description="First seq of the range (seqs start at 1; other tools' results show them).", strict=True)
+END = Field(description="End of the range, exclusive: [start_seq, end_seq).", strict=True)
+THREAD = Field(description="Thread to read (imported conversations have their own; a search hit's thread_id "
+                           "names one); default: the user's continuous thread.", strict=True)
 
 
 class BoundTools:
@@ -62,7 +65,7 @@ class BoundTools:
         kinds: Annotated[list[Literal["summary", "message"]] | None, _arg(SearchRequest, "kinds")] = None,
         explain: Annotated[bool | None, _arg(SearchRequest, "explain")] = None,
         min_score: Annotated[float | None, _arg(SearchRequest, "min_score")] = None,
-        fusion: Annotated[Literal["weighted", "rrf"] | None, _arg(SearchRequest, "fusion")] = None,
+        fusion: Annotated[Literal["weighted", "rrf"] | None, Field(description=_doc(SearchRequest, "fusion"))] = None,
     ) -> SearchOut:
         """Search everything ever said with this user, by meaning and keywords. Use it first when you need
         something from before the current conversation and do not know when it was said. Hits give a snippet,
@@ -77,52 +80,58 @@ class BoundTools:
         day_segment_id: Annotated[str | None, _arg(GetRequest, "day_segment_id")] = None,
         from_message_id: Annotated[str | None, _arg(GetRequest, "from_message_id")] = None,
         to_message_id: Annotated[str | None, _arg(GetRequest, "to_message_id")] = None,
+        offset: Annotated[int | None, _arg(GetRequest, "offset")] = None,
     ) -> MessageOut | DayOut | list[MessageOut]:
         """Open what a search hit points to: one message in full (message_id); a whole day (day_segment_id:
         its summary and message ids); or part of a day (day_segment_id with from_message_id and to_message_id).
         Use after conversation_search; use get_turns_around to see what surrounded a moment instead."""
         found = self.engine.get(self.user_id, message_id=message_id, day_segment_id=day_segment_id,
-                                from_message_id=from_message_id, to_message_id=to_message_id)
+                                from_message_id=from_message_id, to_message_id=to_message_id, offset=offset)
         return out(MessageOut | DayOut | list[MessageOut], found)
 
     def get_conversation_context(
         self, turns: Annotated[int | None, _arg(ContextRequest, "turns")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> ContextOut:
         """Catch up on the recent conversation: the latest turns verbatim, with summaries standing in for older
         ones, up to `turns` messages' worth. Use at the start of a session or after a break; use get_turns_since
         to replay everything after a specific time."""
-        return out(ContextOut, self.engine.conversation_context(self.user_id, **given(turns=turns)))
+        options = given(turns=turns, thread_id=thread_id)
+        return out(ContextOut, self.engine.conversation_context(self.user_id, **options))
 
     def get_turns_since(
         self, timestamp: Annotated[str, _arg(TurnsSinceRequest, "timestamp")],
         limit: Annotated[int | None, _arg(TurnsSinceRequest, "limit")] = None,
         include_summaries: Annotated[bool | None, _arg(TurnsSinceRequest, "include_summaries")] = None,
         from_seq: Annotated[int | None, _arg(TurnsSinceRequest, "from_seq")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> TurnsSinceOut:
         """Every turn at or after a moment, in order, plus summaries of spans ending after it. Use for "what
         happened since ...". When `truncated` is true, call again with from_seq=next_seq and
         include_summaries=false for the rest."""
-        options = given(limit=limit, include_summaries=include_summaries, from_seq=from_seq)
+        options = given(limit=limit, include_summaries=include_summaries, from_seq=from_seq, thread_id=thread_id)
         return out(TurnsSinceOut, self.engine.turns_since(self.user_id, timestamp, **options))
 
     def get_turns_around(
         self, timestamp: Annotated[str, _arg(TurnsAroundRequest, "timestamp")],
         count: Annotated[int | None, _arg(TurnsAroundRequest, "count")] = None,
         before_ratio: Annotated[float | None, _arg(TurnsAroundRequest, "before_ratio")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> TurnsAroundOut:
         """A window of turns before and after a moment. Use to see what surrounded a remembered time or a
         search hit (pass its created_at)."""
-        options = given(count=count, before_ratio=before_ratio)
+        options = given(count=count, before_ratio=before_ratio, thread_id=thread_id)
         return out(TurnsAroundOut, self.engine.turns_around(self.user_id, timestamp, **options))
 
     def search_session_history(
         self, text: Annotated[str, _arg(SubstringRequest, "text")],
         limit: Annotated[int | None, _arg(SubstringRequest, "limit")] = None,
+        thread_id: Annotated[str | None, THREAD] = None,
     ) -> list[SubstringMatchOut]:
         """Exact, case-insensitive substring search over this user's turns, oldest first, with the offset of
         each match. Use for literal strings (ids, order numbers, error codes, file names, quotes) that
         conversation_search might rank low or blur."""
-        found = self.engine.substring_search(self.user_id, text, **given(limit=limit))
+        found = self.engine.substring_search(self.user_id, text, **given(limit=limit, thread_id=thread_id))
         return out(list[SubstringMatchOut], substring_matches(found))
 
     def request_context_slice(self, start_seq: Annotated[int, START], end_seq: Annotated[int, END]) -> SliceOut:
@@ -148,10 +157,10 @@ class BoundTools:
 
     def get_conversation(
         self, conversation_id: Annotated[str | None, Field(description="Return this whole conversation "
-                                                           "(ids come from the list).")] = None,
-        list_recent: Annotated[bool | None, Field(description="List recent conversations (what no "
-                                                  "conversation_id does anyway).")] = None,
-        limit: Annotated[int | None, Field(description="When listing: how many, 1 to 100 (default 10).")] = None,
+                                                           "(ids come from list_recent).", strict=True)] = None,
+        list_recent: Annotated[bool, Field(description="List recent conversations instead.", strict=True)] = False,
+        limit: Annotated[int | None, Field(description="With list_recent: how many, 1 to 100 (default 10).",
+                                                     strict=True)] = None,
     ) -> ConversationDetailOut | list[ConversationOut]:
         """Browse past conversations: without arguments, the latest ones (title, summary, times, id, newest
         first); with conversation_id, one whole conversation with all its messages. Use conversation_search to
@@ -206,9 +215,36 @@ def _tool_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+class CodedServer(MCPServer):
+    """Tool errors whose text starts with the error code (`invalid_input: ...`), as docs/reference/mcp.md
+    promises, instead of the SDK's "Error executing tool X: ..." prefix."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=_coded(exc))], is_error=True)
+
+
+def _coded(exc: BaseException) -> str:
+    """`code: message` from the engine error or argument validation behind a ToolError."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConvsearchError):
+            return f"{cause.code}: {cause.message}"
+        if isinstance(cause, ValidationError):
+            parts = [f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in cause.errors()]
+            return f"{InvalidInputError.code}: {'; '.join(parts)}"
+        cause = cause.__cause__
+    text = str(exc)
+    return text if text.split(":", 1)[0].isidentifier() else f"{InvalidInputError.code}: {text}"
+
+
 def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCPServer:
     """The MCP server over `engine`, every tool bound to `user_id`."""
-    server: MCPServer = MCPServer(
+    server: MCPServer = CodedServer(
         name="convsearch", version="0.1.0", log_level="WARNING",
         instructions=(f"Long-term memory of your conversations with user {user_id!r}: search it, open what you "
                       "find, replay periods, and summarise. Every tool reads this user's history only."),

@@ -90,6 +90,12 @@ class RemoteEngine:
     def users(self, user_id: str | None = None) -> list[str]:
         return self._call("/users/list", _given(user_id=user_id))  # type: ignore[no-any-return]
 
+    def iter_users(self) -> list[Any]:
+        return self._call("/users/describe")  # type: ignore[no-any-return]
+
+    def list_threads(self, user_id: str) -> list[Any]:
+        return self._call("/threads", {"user_id": user_id})  # type: ignore[no-any-return]
+
     def add_user(self, user_id: str, timezone: str | None = None) -> Any:
         return self._call("/users", _given(user_id=user_id, timezone=timezone))
 
@@ -99,9 +105,10 @@ class RemoteEngine:
         return self._call("/messages", body)
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
-                    skip_bad: bool = False, progress: bool = False) -> Any:
+                    skip_bad: bool = False, progress: bool = False, update: bool = False) -> Any:
         """The file goes up as the request body; the report names the local path, as a local import does."""
-        params = _given(format=fmt, user_id=user_id, timezone=timezone, skip_bad=skip_bad, suffix=Path(path).name)
+        params = _given(format=fmt, user_id=user_id, timezone=timezone, skip_bad=skip_bad, update=update,
+                        suffix=Path(path).name)
         try:
             with open(path, "rb") as handle:
                 report = self._call("/import", content=handle, params=params, timeout=None)

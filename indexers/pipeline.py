@@ -307,6 +307,15 @@ class IndexPipeline:
         saved = Manifest.load(version / "manifest.json").watermarks if version and version.is_dir() else {}
         return any(self.store.thread_tail(t.thread_id)[0] > saved.get(t.thread_id, 0) for t in self.store.threads_of(user_id))
 
+    def rewrite_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
+        """After messages' text changed in the store (same seqs): their windows are re-chunked and
+        re-embedded, and the message table shows the new text. Returns windows replaced."""
+        dropped = self.forget_messages(user_id, thread_id, seqs)
+        shard = self.shard(user_id)
+        with shard.lock:
+            shard.messages.put(self.store.messages_in_range(thread_id, min(seqs), max(seqs) + 1))
+        return dropped
+
     def pending_vector_messages(self, user_id: str) -> int:
         """Messages lexically searchable but not yet in the vector index."""
         shard = self.shard(user_id)

@@ -295,7 +295,8 @@ def test_openapi_lists_every_route_with_documented_fields(api: httpx.Client) -> 
               "/api/conversation/get", "/api/get_turns_since", "/api/get_turns_around", "/api/get_conversation_context",
               "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/conversations/list",
               "/api/conversations/get", "/api/context/slice", "/api/context/assemble", "/api/index/status",
-              "/api/index", "/api/reindex", "/api/users/list", "/api/stats", "/api/delete", "/api/import"}
+              "/api/index", "/api/reindex", "/api/users/list", "/api/users/describe", "/api/stats", "/api/delete",
+              "/api/import", "/api/threads"}
     assert set(document["paths"]) == routes
     for name, schema in document["components"]["schemas"].items():
         for field, spec in schema.get("properties", {}).items():

@@ -112,7 +112,7 @@ def test_the_cookie_does_not_open_the_api(client: TestClient) -> None:
 
 def test_without_a_token_configured_there_is_no_login(tmp_path) -> None:
     with ConversationEngine(tmp_path / "home", settings=Settings(embedding_backend="none"), embedder=None) as e:
-        open_client = TestClient(create_app(e), follow_redirects=False)
+        open_client = TestClient(create_app(e), follow_redirects=False, base_url="http://127.0.0.1")  # Host guard
         assert open_client.get("/login").headers["location"] == "/"
         page = open_client.get("/")
         assert page.status_code == 200 and "No users yet" in page.text and "Log out" not in page.text

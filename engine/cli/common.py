@@ -9,28 +9,39 @@ from typing import Callable
 
 from engine.api import ConversationEngine
 from engine.config import data_dir
-from engine.errors import StoreLockedError
+from engine.errors import InvalidInputError, StoreLockedError
 from engine.remote import RemoteEngine, connect
 from engine.runtime import running_server
+from engine.store import STORE_FILENAME
 
 __all__ = ["open_engine", "open_local", "refuse_beside_server", "progress_bar"]
 
 log = logging.getLogger("convsearch.cli")
 
 
-def open_engine(args: argparse.Namespace, *, vectors: bool = True) -> ConversationEngine | RemoteEngine:
+def open_engine(args: argparse.Namespace, *, vectors: bool = True, create: bool = False) -> ConversationEngine | RemoteEngine:
     """The server that owns --home when one runs (same calls, same output), else the engine on
     --home; `vectors=False` skips the embedding model for store-only commands."""
-    opened = connect(data_dir(args.home), lambda: ConversationEngine(args.home, embedder="auto" if vectors else None))
+    opened = connect(data_dir(args.home), lambda: _local(args, vectors=vectors, create=create))
     if isinstance(opened, RemoteEngine):
         log.info("cli.via_server url=%s", opened.url)
     return opened
 
 
-def open_local(args: argparse.Namespace, command: str, *, vectors: bool = True) -> ConversationEngine:
+def open_local(args: argparse.Namespace, command: str, *, vectors: bool = True, create: bool = False) -> ConversationEngine:
     """The engine on --home for commands that need the store itself; refused beside a live server."""
     refuse_beside_server(args, command)
-    return ConversationEngine(args.home, embedder="auto" if vectors else None)
+    return _local(args, vectors=vectors, create=create)
+
+
+def _local(args: argparse.Namespace, *, vectors: bool, create: bool) -> ConversationEngine:
+    """Only commands that fill a store (`create`: ingest, demo, serve) may start a new one: a
+    mistyped --home is an error, not a fresh empty store."""
+    home = data_dir(args.home)
+    if not create and not (home / STORE_FILENAME).is_file():
+        raise InvalidInputError(f"no convsearch data in {home}: check --home or CONVSEARCH_HOME, or create it "
+                                "with `convsearch ingest FILE`")
+    return ConversationEngine(home, embedder="auto" if vectors else None)
 
 
 def refuse_beside_server(args: argparse.Namespace, command: str) -> None:

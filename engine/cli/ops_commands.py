@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--message", nargs="+", metavar="ID", help="message ids (another user's ids are ignored)")
     which.add_argument("--conversation", metavar="ID", help="a conversation id")
     which.add_argument("--all-of-user", action="store_true", help="the user and everything derived from it")
+    p.add_argument("--yes", action="store_true", help="delete a user without asking first")
     p.set_defaults(handler=delete)
 
 
@@ -55,5 +56,20 @@ def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def delete(args: argparse.Namespace) -> dict[str, Any]:
     with open_engine(args) as engine:
+        if args.all_of_user:
+            _confirm_user_deletion(engine, args.user, args.yes)
         return engine.delete(args.user, message_ids=args.message, conversation_id=args.conversation,
                              all_of_user=args.all_of_user)
+
+
+def _confirm_user_deletion(engine: Any, user_id: str, yes: bool) -> None:
+    """Deleting a user cannot be undone: ask on a terminal, require --yes elsewhere."""
+    messages = engine.stats(user_id)["messages"]  # also: an unknown user is an error before any question
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConvsearchError(f"deleting user {user_id!r} ({messages} messages) cannot be undone: pass --yes to "
+                              "confirm (no terminal to ask on)")
+    answer = input(f"Delete user {user_id!r} and all {messages} of their messages, summaries and indexes? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise ConvsearchError(f"not deleted: user {user_id!r} is unchanged")

@@ -8,13 +8,14 @@ stdout itself: for `mcp`, stdout is the protocol.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import socket
 import sys
 
 from engine.cli.common import open_local, refuse_beside_server
-from engine.config import data_dir
+from engine.config import Settings, data_dir
+from engine.errors import InvalidInputError
+from engine.http.hosts import is_loopback
 
 __all__ = ["register"]
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the HTTP API and MCP (at /mcp) for this data directory (loopback by default)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback address without CONVSEARCH_API_TOKEN (anyone who reaches it reads "
+                        "every user's history)")
     p.set_defaults(handler=serve)
 
     p = sub.add_parser("mcp", help="serve the MCP tools over stdio, bound to one user")
@@ -39,11 +43,15 @@ def serve(args: argparse.Namespace) -> None:
     from engine.http.app import create_app
     from engine.runtime import advertised
 
+    if not is_loopback(args.host) and not Settings().api_token:
+        if not args.insecure:
+            raise InvalidInputError(
+                f"refusing to serve {args.host} without a token: anyone who can reach it would read every user's "
+                "history; set CONVSEARCH_API_TOKEN, or bind 127.0.0.1, or pass --insecure to serve it anyway")
+        log.warning("serve.no_token host=%s --insecure: anyone who can reach it reads every user's history",
+                    args.host)
     refuse_beside_server(args, "serve")
-    with advertised(data_dir(args.home), None), open_local(args, "serve") as engine:  # "starting", for clients
-        if not _loopback(args.host) and not engine.settings.api_token:
-            log.warning("serve.no_token host=%s: anyone who can reach it reads every user's history; "
-                        "set CONVSEARCH_API_TOKEN", args.host)
+    with advertised(data_dir(args.home), None), open_local(args, "serve", create=True) as engine:  # "starting", for clients
         sock = _listen(args.host, args.port)  # bound before advertising: early clients wait in the backlog
         url = f"http://{_client_host(args.host)}:{sock.getsockname()[1]}"
         config = uvicorn.Config(create_app(engine, host=args.host, url=url), log_level="info")
@@ -71,11 +79,3 @@ def _client_host(host: str) -> str:
     host = wildcard.get(host, host)
     return f"[{host}]" if ":" in host else host
 
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

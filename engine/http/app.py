@@ -2,9 +2,10 @@
 
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
-`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token, except
-the web page's, which check their own cookie (engine.web).
-MCP over streamable HTTP is served at /mcp, each session bound to one user (engine.http.auth).
+`internal` (logged). With `settings.api_token` set, every path but /healthz, the /docs page and the web
+page's (which check their own cookie, engine.web) needs the bearer token; without one, only Host headers
+naming the bound address are answered. MCP over streamable HTTP is served at /mcp, each session bound to
+one user (engine.http.auth).
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from engine.api import ConversationEngine
 from engine.background import Maintainer
 from engine.errors import ConvsearchError, InvalidInputError
 from engine.http.auth import MCP_PATH, Auth, error_response
+from engine.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
+from engine.http.hosts import HostGuard, allowed_hosts
 from engine.web import is_web_path, mount as mount_web
 from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
                                  ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
                                  SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest, SummaryOut,
+                                 ThreadOut, ThreadRangeRequest,
                                  TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest, UserOut,
                                  UserRequest, UsersRequest, DeleteRequest, given, out, substring_matches)
 from engine.runtime import advertised
@@ -119,26 +123,35 @@ def turns_around(body: TurnsAroundRequest, engine: Engine) -> TurnsAroundOut:
 @router.post("/get_conversation_context")
 def conversation_context(body: ContextRequest, engine: Engine) -> ContextOut:
     """The latest turns' worth of context: raw recent turns, then summaries for older ones."""
-    return out(ContextOut, engine.conversation_context(body.user_id, **given(turns=body.turns)))
+    context = engine.conversation_context(body.user_id, **given(turns=body.turns, thread_id=body.thread_id))
+    return out(ContextOut, context)
 
 
 @router.post("/search_session_history")
 def substring_search(body: SubstringRequest, engine: Engine) -> list[SubstringMatchOut]:
     """Exact, case-insensitive substring search (ids, error codes, quotes), oldest first."""
-    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit))
+    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit, thread_id=body.thread_id))
     return out(list[SubstringMatchOut], substring_matches(found))
 
 
 @router.post("/messages/range")
-def messages_range(body: RangeRequest, engine: Engine) -> list[MessageOut]:
+def messages_range(body: ThreadRangeRequest, engine: Engine) -> list[MessageOut]:
     """Turns with start_seq <= seq < end_seq, in order."""
-    return out(list[MessageOut], engine.messages_range(body.user_id, body.start_seq, body.end_seq))
+    found = engine.messages_range(body.user_id, body.start_seq, body.end_seq, **given(thread_id=body.thread_id))
+    return out(list[MessageOut], found)
 
 
 @router.post("/summarize_range")
-def summarize_range(body: RangeRequest, engine: Engine) -> SummaryOut:
+def summarize_range(body: ThreadRangeRequest, engine: Engine) -> SummaryOut:
     """Summarise turns start_seq <= seq < end_seq (stored, and searchable as a summary)."""
-    return out(SummaryOut, engine.summarize_range(body.user_id, body.start_seq, body.end_seq))
+    summary = engine.summarize_range(body.user_id, body.start_seq, body.end_seq, thread_id=body.thread_id)
+    return out(SummaryOut, summary)
+
+
+@router.post("/threads")
+def list_threads(body: UserRequest, engine: Engine) -> list[ThreadOut]:
+    """The user's threads, oldest first: the continuous one and imported ones (pass their thread_id)."""
+    return out(list[ThreadOut], engine.list_threads(body.user_id))
 
 
 @router.post("/conversations/list")
@@ -191,6 +204,12 @@ def list_users(body: UsersRequest, engine: Engine) -> list[str]:
     return engine.users(body.user_id)
 
 
+@router.post("/users/describe")
+def describe_users(engine: Engine) -> list[UserOut]:
+    """Every user with their time zone (what `convsearch users` prints)."""
+    return out(list[UserOut], list(engine.iter_users()))
+
+
 @router.post("/stats")
 def stats(body: UsersRequest, engine: Engine) -> dict[str, int]:
     """Counts of users, threads, messages, conversations, day segments and summaries (all, or one user's)."""
@@ -205,7 +224,8 @@ def delete(body: DeleteRequest, engine: Engine) -> dict[str, Any]:
 
 @router.post(UPLOAD_PATH.removeprefix("/api"))
 async def import_file(request: Request, engine: Engine, format: str, user_id: str | None = None,
-                      timezone: str | None = None, skip_bad: bool = False, suffix: str = "") -> dict[str, Any]:
+                      timezone: str | None = None, skip_bad: bool = False, update: bool = False,
+                      suffix: str = "") -> dict[str, Any]:
     """Import the file sent as the raw body (what `convsearch ingest FILE` does beside a running server)."""
     limit = engine.settings.max_import_bytes
     with tempfile.NamedTemporaryFile(prefix=".upload-", suffix=Path(suffix).suffix[:16], dir=engine.home) as tmp:
@@ -217,7 +237,7 @@ async def import_file(request: Request, engine: Engine, format: str, user_id: st
             tmp.write(part)
         tmp.flush()
         report = await run_in_threadpool(engine.import_file, tmp.name, fmt=format, user_id=user_id,
-                                         timezone=timezone, skip_bad=skip_bad)
+                                         timezone=timezone, skip_bad=skip_bad, update=update)
     return to_jsonable(report)  # type: ignore[no-any-return]
 
 
@@ -285,6 +305,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def _checks_itself(path: str) -> bool:
+    """Paths the Auth middleware lets through: the web page reads its cookie; the docs page holds no data."""
+    return is_web_path(path) or path == DOCS_PATH or path.startswith(STATIC_PREFIX)
+
+
 # The app ----------------------------------------------------------------------------------------
 def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain: bool = True,
                url: str | None = None) -> FastAPI:
@@ -309,7 +334,9 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
                 await run_in_threadpool(app.state.maintainer.stop)
 
     token = engine.settings.api_token
-    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(), lifespan=lifespan)
+    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(), lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    add_docs_page(app, needs_token=bool(token))
     app.state.engine = engine
     # Documents the bearer scheme in /openapi.json; Auth does the checking.
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
@@ -323,5 +350,7 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal)
     app.add_middleware(BodyLimit, max_bytes=engine.settings.max_body_bytes)
-    app.add_middleware(Auth, settings=engine.settings, checks_itself=is_web_path)  # outermost: no body is read before the caller is known
+    app.add_middleware(Auth, settings=engine.settings, checks_itself=_checks_itself)  # outermost: no body is read before the caller is known
+    if not token and (hosts := allowed_hosts(host)) is not None:
+        app.add_middleware(HostGuard, hosts=hosts)  # no token: only Host headers naming the bound address
     return app

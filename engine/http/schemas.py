@@ -18,9 +18,9 @@ from engine.serialize import to_jsonable
 
 __all__ = [  # requests, then results, then helpers
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest", "SearchRequest",
-    "GetRequest", "TurnsSinceRequest", "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest",
+    "GetRequest", "TurnsSinceRequest", "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest", "ThreadRangeRequest",
     "ListConversationsRequest", "GetConversationRequest", "AssembleRequest",
-    "UserOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
+    "UserOut", "ThreadOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
     "TurnsSinceOut", "TurnsAroundOut", "ContextOut", "SubstringMatchOut", "SummaryOut", "EndOut", "ConversationOut",
     "StoredMessageOut", "ConversationDetailOut", "TruncationMarkerOut", "PayloadOut", "SliceOut", "IndexReportOut",
     "IndexStatusOut", "HealthOut", "UsersRequest", "DeleteRequest", "ErrorBody", "ErrorOut", "GetOut", "given", "out", "substring_matches",
@@ -28,6 +28,7 @@ __all__ = [  # requests, then results, then helpers
 
 Kind = Literal["summary", "message"]
 USER = "The user whose history to use; every request is scoped to this one user."
+THREAD = "Thread to read (ids from /api/threads); default: the user's continuous thread."
 
 
 def given(**options: Any) -> dict[str, Any]:
@@ -52,7 +53,9 @@ def substring_matches(found: list[tuple[int, Any]]) -> list[dict[str, Any]]:
 
 # Requests ---------------------------------------------------------------------------------------
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict types: "3" or true is not a limit, a number is not a string (a client bug to report, not guess)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class UserRequest(Request):
@@ -107,6 +110,8 @@ class GetRequest(UserRequest):
     day_segment_id: str | None = Field(None, description="Get this day: its summary and message ids.")
     from_message_id: str | None = Field(None, description="With day_segment_id: the day's messages from this one...")
     to_message_id: str | None = Field(None, description="...to this one, inclusive.")
+    offset: int | None = Field(None, description="With message_id: return its text from this character on "
+                               "(a long message comes in parts of 20,000; see content_truncated).")
 
 
 class TurnsSinceRequest(UserRequest):
@@ -114,26 +119,34 @@ class TurnsSinceRequest(UserRequest):
     include_summaries: bool | None = Field(None, description="Also return summaries ending after it (default true).")
     limit: int | None = Field(None, description="At most this many turns (default 1000).")
     from_seq: int | None = Field(None, description="Continue a truncated answer: pass its next_seq.")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class TurnsAroundRequest(UserRequest):
     timestamp: str = Field(description="ISO 8601 moment (naive = user's zone) to centre the window on.")
     count: int | None = Field(None, description="Turns in the window (default 40).")
     before_ratio: float | None = Field(None, description="Share of the window before the moment, 0-1 (default 0.5).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class ContextRequest(UserRequest):
     turns: int | None = Field(None, description="Messages' worth of recent context to return (default 40).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class SubstringRequest(UserRequest):
     text: str = Field(description="Literal text to find (case-insensitive; no wildcards or regex).")
     limit: int | None = Field(None, description="At most this many matches, oldest first (default 50).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class RangeRequest(UserRequest):
     start_seq: int = Field(description="First seq of the range (seqs start at 1).")
     end_seq: int = Field(description="End of the range, exclusive.")
+
+
+class ThreadRangeRequest(RangeRequest):
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class ListConversationsRequest(UserRequest):
@@ -159,6 +172,15 @@ class DeleteRequest(UserRequest):
 
 
 # Results ----------------------------------------------------------------------------------------
+class ThreadOut(BaseModel):
+    thread_id: str = Field(description="The thread's id (pass it as thread_id).")
+    user_id: str = Field(description="Its user.")
+    mode: Literal["thread", "continuous"] = Field(description="continuous: the user's one running thread; "
+                                                  "thread: an imported or named one.")
+    created_at: datetime = Field(description="When it was created (UTC).")
+    title: str | None = Field(None, description="Its title (imported conversations keep theirs).")
+
+
 class UserOut(BaseModel):
     user_id: str = Field(description="The user's id.")
     timezone: str = Field(description="IANA time zone that decides the user's calendar days.")
@@ -233,6 +255,10 @@ class MessageOut(BaseModel):
     tools_used: list[str] = Field(description="Tools the message used.")
     thread_id: str = Field(description="Its thread.")
     day_segment_id: str = Field(description="Its day, to open with /api/conversation/get.")
+    content_chars: int = Field(0, description="Length of the whole text; content is at most 20,000 characters of it.")
+    content_offset: int = Field(0, description="Where content starts in the whole text.")
+    content_truncated: bool = Field(False, description="More text follows: get the message with "
+                                    "offset = content_offset + length of content for the next part.")
 
 
 class DayOut(BaseModel):
