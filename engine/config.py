@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     # Store
     default_timezone: str = Field("UTC", description="Time zone of users created without one (IANA name).")
     idle_timeout_minutes: float = Field(30.0, gt=0, description="Silence that ends a conversation.")
+    future_tolerance_hours: float = Field(
+        24.0, ge=0, le=24 * 366,
+        description="How far ahead of now a message's created_at may be (clock skew); later is refused, since "
+        "it would put every following message of the thread out of order.",
+    )
     max_conversations_retained: int | None = Field(
         None, ge=1, description="Keep only this many ended conversations per thread (off by default)."
     )
@@ -123,6 +128,18 @@ class Settings(BaseSettings):
     # Surfaces
     api_token: str | None = Field(None, description="Bearer token required by every HTTP route but /healthz.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted.")
+    user_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="Bearer tokens bound to one user each, as JSON {\"token\": \"user_id\"}: such a token opens "
+        "MCP sessions (over /mcp) for that user only. The api_token is the admin token: it names the user of an "
+        "MCP session in the X-Convsearch-User header.",
+    )
+    max_import_bytes: int = Field(4 * 1024**3, ge=1024, description="Largest file `convsearch ingest` uploads "
+                                  "to a running server.")
+    index_interval_s: float = Field(
+        5.0, gt=0, description="How often `serve` embeds messages still without vectors and saves changed "
+        "index shards (a restart then replays at most this much from the store and the embedding cache).",
+    )
 
     @model_validator(mode="after")
     def _context_budget_positive(self) -> Settings:

@@ -26,6 +26,10 @@ __all__ = [
     "AuthError",
     "SummarizerError",
     "SettingsError",
+    "ForbiddenError",
+    "ServerUnavailableError",
+    "StorageFullError",
+    "storage_error",
 ]
 
 
@@ -142,3 +146,40 @@ class SettingsError(InvalidInputError):
 
     code = "invalid_setting"
     exit_code = 10
+
+
+class ForbiddenError(AuthError):
+    """Credentials that are valid but do not cover this request (a user token naming another user)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class ServerUnavailableError(ConvsearchError):
+    """The server that owns the data directory did not answer."""
+
+    code = "server_unavailable"
+    http_status = 503
+    exit_code = 12
+
+
+class StorageFullError(ConvsearchError):
+    """The disk (or a file size limit) is full: the write failed and its transaction rolled back."""
+
+    code = "storage_full"
+    http_status = 507
+    exit_code = 11
+
+
+_FULL_ERRNOS = frozenset({28, 27, 122})  # ENOSPC, EFBIG, EDQUOT
+_FULL_WORDS = ("no space left", "file too large", "disk quota")
+
+
+def storage_error(exc: BaseException) -> StorageFullError | None:
+    """A full disk as a clear error (from an OSError or DuckDB's IOException text); None for anything else."""
+    text = str(exc).lower()
+    if getattr(exc, "errno", None) in _FULL_ERRNOS or any(word in text for word in _FULL_WORDS):
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return StorageFullError(f"the disk is full ({first}): free some space, then retry; "
+                                "the failed write was not stored")
+    return None

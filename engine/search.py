@@ -20,6 +20,7 @@ from engine.candidates import expand_to_messages, window_candidates
 from engine.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.text_rules import check_text, check_unit_interval
 from engine.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
 from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
@@ -69,8 +70,8 @@ class Searcher:
         """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
         began = time.perf_counter()
         text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
-        if min_score is not None and not isinstance(min_score, (int, float)):
-            raise InvalidInputError("min_score must be a number from 0 to 1, or omitted")
+        if min_score is not None:
+            min_score = check_unit_interval("min_score", min_score)
         user = self.store.get_user(user_id)
         filters = SearchFilters.parse(timezone=user.timezone, now=self.clock(), day=day,
                                       recency_days=recency_days, start=start, end=end)
@@ -87,9 +88,11 @@ class Searcher:
         max_summaries = self.settings.max_summary_results if "message" in kinds else limit
         merged = merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=max_summaries)
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
+        pending = self.pipeline.pending_vector_messages(user_id)
         return SearchResponse(
-            query=text, results=results, mode=q.mode, not_vector_indexed=self.pipeline.pending_vector_messages(user_id),
-            took_ms=round((time.perf_counter() - began) * 1000, 2), notice=notice,
+            query=text, results=results, mode=q.mode, not_vector_indexed=pending,
+            took_ms=round((time.perf_counter() - began) * 1000, 2),
+            notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
         )
 
     # Query ----------------------------------------------------------------------------------
@@ -105,8 +108,10 @@ class Searcher:
         return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
 
     def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
-        if self.query_embedder is None or shard.hnsw is None:
+        if self.query_embedder is None:
             return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
         try:
             return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
         except EmbeddingUnavailableError as exc:
@@ -230,12 +235,24 @@ def _without_label(line: str, label: str) -> str:
     return line[len(prefix):] if line.startswith(prefix) else line
 
 
+def _pending_notice(notice: str | None, pending: int, user_id: str, ran: str, asked: str | None,
+                    embedder: bool) -> str | None:
+    """Say when messages were matched by keywords only because their vectors are pending, and what to run."""
+    if notice is not None or not pending or not embedder or asked == "lexical":
+        return notice
+    fix = (f"a running `convsearch serve` embeds them within seconds; otherwise run `convsearch index --user {user_id}` "
+           "(or POST /api/index)")
+    if ran == "lexical":
+        return f"lexical search only: none of the {pending} messages has a vector yet; {fix}"
+    return f"{pending} messages have no vector yet and were matched by keywords only; {fix}"
+
+
 def _check_query(query: object) -> str:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is empty: give a few words to search for")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError(f"query is {len(query)} characters; the maximum is {MAX_QUERY_CHARS}: shorten it")
-    return query.strip()
+    return check_text("query", query.strip())
 
 
 def _check_limit(limit: object) -> int:

@@ -208,6 +208,24 @@ class Store:
         rows = self.db.execute("SELECT message_id, user_id FROM messages WHERE list_contains(?, message_id)", [ids])
         return dict(rows)
 
+    def stored_contents(self, thread_id: str, message_ids: Sequence[str],
+                        external_ids: Sequence[str]) -> dict[str, tuple[str, int, str]]:
+        """message_id and external_id -> (message_id, seq, content) of the thread's messages among those ids."""
+        rows = self.db.execute(
+            "SELECT message_id, external_id, seq, content FROM messages WHERE thread_id = ? "
+            "AND (list_contains(?, message_id) OR list_contains(?, external_id))",
+            [thread_id, list(message_ids), list(external_ids)])
+        found: dict[str, tuple[str, int, str]] = {}
+        for message_id, external_id, seq, content in rows:
+            found[message_id] = (message_id, int(seq), content)
+            if external_id:
+                found[external_id] = (message_id, int(seq), content)
+        return found
+
+    def replace_content(self, message_id: str, content: str) -> None:
+        """A re-imported message's new text (same id, seq and time); the caller re-indexes it."""
+        self.db.execute("UPDATE messages SET content = ? WHERE message_id = ?", [content, message_id])
+
     def existing_external_ids(self, thread_id: str, external_ids: Iterable[str]) -> set[str]:
         ids = [e for e in external_ids if e]
         if not ids:

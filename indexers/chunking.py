@@ -33,6 +33,7 @@ from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
 
 __all__ = [
     "MAX_WINDOW_TOKENS",
+    "INDEX_CAP_CHARS",
     "ChunkParams",
     "Chunk",
     "TokenCounter",
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
+# Only a message's first INDEX_CAP_CHARS are chunked and embedded: at ~80 us of CPU a character
+# (benchmarks/big_message.py: 20,000 chars = 45 windows = 1.6 s CPU) a longer message would hold
+# the index for minutes. The whole text stays in the store, where grep (substring search) finds it.
+INDEX_CAP_CHARS = 20_000
 _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content of split pieces
 
 
@@ -134,7 +139,8 @@ def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: To
             raise InvalidInputError(f"messages must be in increasing seq order: {after.seq} after {before.seq}")
     turns = [m for m in messages if m.kind != "note"]
     bodies = [
-        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool" else m.content
+        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool"
+        else m.content[:INDEX_CAP_CHARS]
         for m in turns
     ]
     prefixes = [f"{speaker_label(m)}: " for m in turns]

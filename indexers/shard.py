@@ -75,6 +75,12 @@ class Shard:
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._pending: int | None = None
         self._line_tokens: dict[int, tuple[frozenset[str], ...]] = {}  # memo for citations
+        self.changes = self.saved_changes = 0  # a counter of changes, and its value at the last save
+
+    @property
+    def dirty(self) -> bool:
+        """Changed since it was loaded or last saved."""
+        return self.changes != self.saved_changes
 
     # Changes --------------------------------------------------------------------------------
     def add(self, chunks: Sequence[Chunk]) -> np.ndarray:
@@ -85,6 +91,7 @@ class Shard:
         self.chunks.update(zip(labels.tolist(), chunks))
         self._arrays = None
         self._pending = None
+        self.changes += 1
         self.manifest = _with(self.manifest, next_label=start + len(chunks), chunks=len(self.chunks))
         return labels
 
@@ -94,6 +101,7 @@ class Shard:
         self.hnsw.add(np.asarray(labels, dtype=np.int64), vectors)
         self.has_vector.update(int(x) for x in labels)
         self._pending = None
+        self.changes += 1
 
     def remove(self, labels: Iterable[int]) -> None:
         doomed = [int(x) for x in labels if int(x) in self.chunks]
@@ -108,6 +116,7 @@ class Shard:
             self._line_tokens.pop(label, None)
         self._arrays = None
         self._pending = None
+        self.changes += 1
         self.manifest = _with(self.manifest, chunks=len(self.chunks))
 
     # Reads ----------------------------------------------------------------------------------
@@ -167,6 +176,7 @@ class Shard:
     def save(self, root: Path) -> Path:
         """Write a complete new version, then flip CURRENT to it."""
         with self.lock:
+            changes = self.changes
             base = shard_dir(root, self.manifest.user_id)
             base.mkdir(parents=True, exist_ok=True)
             live = current_version_dir(root, self.manifest.user_id)
@@ -189,6 +199,7 @@ class Shard:
             for old in base.iterdir():
                 if old.is_dir() and old.name != final.name:
                     shutil.rmtree(old, ignore_errors=True)
+            self.saved_changes = changes
             return final
 
     def _chunk_table(self) -> pa.Table:

@@ -116,7 +116,9 @@ def open_engine(home: Path, embedder: object | None = "hash", *, summaries: bool
     """The engine on `home` with the hash embedder; without summaries an index or save loop spends its
     time indexing."""
     chosen = HashEmbedder() if embedder == "hash" else embedder
-    settings = Settings() if summaries else Settings(summarizer="none")
+    ahead = 24 * 366  # batch k is stamped k * ~3.5 days after T0: far past the pinned clock for the later ones
+    settings = Settings(future_tolerance_hours=ahead) if summaries else Settings(summarizer="none",
+                                                                                  future_tolerance_hours=ahead)
     return ConversationEngine(home, embedder=chosen, clock=lambda: CRASH_T0 + timedelta(days=400),
                               settings=settings)
 

@@ -280,7 +280,8 @@ def test_cli_delete_prints_what_it_deleted(tmp_path: Path, monkeypatch: pytest.M
     assert main([*run, "alice", "--conversation", "alice:continuous:conv:2"]) == 0
     assert json.loads(capsys.readouterr().out)["messages_deleted"] == 3
     assert main([*run, "ghost", "--all-of-user"]) == 4 and "unknown user" in capsys.readouterr().err
-    assert main([*run, "bob", "--all-of-user"]) == 0
+    assert main([*run, "bob", "--all-of-user"]) == 2 and "pass --yes" in capsys.readouterr().err
+    assert main([*run, "bob", "--all-of-user", "--yes"]) == 0
     assert json.loads(capsys.readouterr().out) == {"user_id": "bob", "deleted": "user", "messages_deleted": 3}
     with ConversationEngine(home, embedder=None) as e:
         assert [u.user_id for u in e.iter_users()] == ["alice"]

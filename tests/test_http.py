@@ -102,7 +102,9 @@ def error(response: httpx.Response, status: int, code: str) -> str:
 
 # Ingest and search ------------------------------------------------------------------------------
 def test_health_needs_nothing(api: httpx.Client) -> None:
-    assert api.get("/healthz").json() == {"status": "ok"}
+    health = api.get("/healthz").json()
+    assert health["status"] == "ok" and health["details"]["summaries"] == {"pending_retries": 0, "last_error": None}
+    assert health["details"]["index"]["steps"] >= 1 and health["details"]["index"]["last_error"] is None
 
 
 def test_reingest_is_a_no_op(api: httpx.Client) -> None:
@@ -273,7 +275,8 @@ def test_openapi_lists_every_route_with_documented_fields(api: httpx.Client) -> 
               "/api/conversation/get", "/api/get_turns_since", "/api/get_turns_around", "/api/get_conversation_context",
               "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/conversations/list",
               "/api/conversations/get", "/api/context/slice", "/api/context/assemble", "/api/index/status",
-              "/api/index"}
+              "/api/index", "/api/reindex", "/api/users/list", "/api/users/describe", "/api/stats", "/api/delete",
+              "/api/import", "/api/threads"}
     assert set(document["paths"]) == routes
     for name, schema in document["components"]["schemas"].items():
         for field, spec in schema.get("properties", {}).items():
