@@ -144,19 +144,21 @@ class RemoteEngine:
     def turns_around(self, user_id: str, timestamp: str | datetime, **options: Any) -> Any:
         return self._call("/get_turns_around", _given(user_id=user_id, timestamp=timestamp, **options))
 
-    def conversation_context(self, user_id: str, turns: int | None = None) -> Any:
-        return self._call("/get_conversation_context", _given(user_id=user_id, turns=turns))
+    def conversation_context(self, user_id: str, turns: int | None = None, *, thread_id: str | None = None) -> Any:
+        return self._call("/get_conversation_context", _given(user_id=user_id, turns=turns, thread_id=thread_id))
 
-    def messages_range(self, user_id: str, start_seq: int, end_seq: int) -> Any:
-        return self._call("/messages/range", {"user_id": user_id, "start_seq": start_seq, "end_seq": end_seq})
+    def messages_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Any:
+        return self._call("/messages/range", _given(user_id=user_id, start_seq=start_seq, end_seq=end_seq,
+                                                    thread_id=thread_id))
 
     def substring_search(self, user_id: str, text: str, **options: Any) -> list[tuple[int, Any]]:
         found = self._call("/search_session_history", _given(user_id=user_id, text=text, **options))
         return [(match["offset"], match["message"]) for match in found]
 
     # Summaries, conversations, context ---------------------------------------------------------
-    def summarize_range(self, user_id: str, start_seq: int, end_seq: int) -> Any:
-        return self._call("/summarize_range", {"user_id": user_id, "start_seq": start_seq, "end_seq": end_seq})
+    def summarize_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Any:
+        return self._call("/summarize_range", _given(user_id=user_id, start_seq=start_seq, end_seq=end_seq,
+                                                     thread_id=thread_id))
 
     def list_conversations(self, user_id: str, limit: int | None = None) -> Any:
         return self._call("/conversations/list", _given(user_id=user_id, limit=limit))

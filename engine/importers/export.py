@@ -64,7 +64,8 @@ class _Csv:
     """Spreadsheet columns: tools_used as a JSON list, times in ISO 8601 UTC."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.writer = path, None
+        self.path = path
+        self.writer: pcsv.CSVWriter | None = None
 
     def write(self, table: pa.Table) -> None:
         tools = pa.array([json.dumps(t) if t else None for t in table.column("tools_used").to_pylist()], pa.string())

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from engine.errors import InvalidInputError
+from engine.navigation_results import MessageView
 from engine.search_types import LIMIT_RANGE
 from engine.timeutil import zone
 from engine.web.auth import Viewer
@@ -96,6 +97,7 @@ def compose(request: Request, engine: Engine, viewer: CurrentViewer, user: Text 
     if not result.inserted:
         return see_other(href("/", user=user_id, thread=thread, day=day))
     sent = engine.get(user_id, message_id=result.inserted[0])
+    assert isinstance(sent, MessageView)  # a message id gets a message
     target = href("/", user=user_id, thread=thread, day=sent.day_label.isoformat(), open=sent.message_id)
     return see_other(f"{target}#m-{sent.message_id}")
 
@@ -183,7 +185,7 @@ def threads_page(request: Request, engine: Engine, viewer: CurrentViewer, user: 
     user_id, users = _user(engine, viewer, user)
     rows = []
     for t in engine.list_threads(user_id) if user_id else []:
-        days = engine.list_days(user_id, t.thread_id)
+        days = engine.list_days(t.user_id, t.thread_id)
         rows.append({"thread": t, "days": len(days), "first": days[0].day_label if days else None,
                      "last": days[-1].day_label if days else None,
                      "link": href("/", user=user_id, thread=None if t.mode == "continuous" else t.thread_id)})

@@ -79,7 +79,7 @@ def pick_day(value: str | None, *, today: date, days: Sequence[date]) -> tuple[d
             return date.fromisoformat(text), None
     except ValueError:
         pass
-    raise InvalidInputError(f"day {value[:40]!r} is not a day: use a date like 2024-03-04, or today or yesterday")
+    raise InvalidInputError(f"day {(value or '')[:40]!r} is not a day: use a date like 2024-03-04, or today or yesterday")
 
 
 def month_of(value: str | None, fallback: date) -> date:
