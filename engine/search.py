@@ -20,12 +20,14 @@ from engine.candidates import expand_to_messages, window_candidates
 from engine.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.text_rules import check_text, check_unit_interval
 from engine.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
 from engine.ranking import (FusedScores, ScoreParts, apply_penalty, fuse, merge_summaries_first, message_scores,
                             own_scores, passes_floor, tie_break_key)
 from engine.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
 from engine.summary_index import Coverage, Spans, SummaryIndex
+from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
@@ -35,6 +37,11 @@ from indexers.shard import Shard
 __all__ = ["Searcher"]
 
 KINDS = ("summary", "message")
+# Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
+WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
+EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
+# idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+IDF_FLOOR = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,8 @@ class Searcher:
         """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
         began = time.perf_counter()
         text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
-        if min_score is not None and not isinstance(min_score, (int, float)):
-            raise InvalidInputError("min_score must be a number from 0 to 1, or omitted")
+        if min_score is not None:
+            min_score = check_unit_interval("min_score", min_score)
         user = self.store.get_user(user_id)
         filters = SearchFilters.parse(timezone=user.timezone, now=self.clock(), day=day,
                                       recency_days=recency_days, start=start, end=end)
@@ -81,9 +88,11 @@ class Searcher:
         merged = (merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=self.settings.max_summary_results)
                   if "message" in kinds else summaries[:limit])  # summaries alone: up to `limit` of them
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
+        pending = self.pipeline.pending_vector_messages(user_id)
         return SearchResponse(
-            query=text, results=results, mode=q.mode, not_vector_indexed=self.pipeline.pending_vector_messages(user_id),
-            took_ms=round((time.perf_counter() - began) * 1000, 2), notice=notice,
+            query=text, results=results, mode=q.mode, not_vector_indexed=pending,
+            took_ms=round((time.perf_counter() - began) * 1000, 2),
+            notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
         )
 
     # Query ----------------------------------------------------------------------------------
@@ -99,8 +108,10 @@ class Searcher:
         return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
 
     def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
-        if self.query_embedder is None or shard.hnsw is None:
+        if self.query_embedder is None:
             return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
         try:
             return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
         except EmbeddingUnavailableError as exc:
@@ -110,15 +121,14 @@ class Searcher:
     def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
                       summaries: "_ScoredSummaries | None") -> list[SearchHit]:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
-        depth = max(self.settings.candidate_depth, 5 * limit)
+        depth = max(self.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
         with shard.lock:
             found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
             if not len(found.labels):
                 return []
             fused = self._fuse(found.raw, found.matched, found.cosine, q)
-            order = np.argsort(-fused.fused, kind="stable")[: 3 * limit + 10]
-            # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-            idf = {t: max(shard.bm25.max_score([t]), 0.0) + 0.01 for t in set(q.tokens)}
+            order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+            idf = {t: max(shard.bm25.max_score([t]), 0.0) + IDF_FLOOR for t in set(q.tokens)}
             messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
         if not messages.message_ids:
             return []
@@ -260,19 +270,29 @@ def _without_label(line: str, label: str) -> str:
     return line[len(prefix):] if line.startswith(prefix) else line
 
 
+def _pending_notice(notice: str | None, pending: int, user_id: str, ran: str, asked: str | None,
+                    embedder: bool) -> str | None:
+    """Say when messages were matched by keywords only because their vectors are pending, and what to run."""
+    if notice is not None or not pending or not embedder or asked == "lexical":
+        return notice
+    fix = (f"a running `convsearch serve` embeds them within seconds; otherwise run `convsearch index --user {user_id}` "
+           "(or POST /api/index)")
+    if ran == "lexical":
+        return f"lexical search only: none of the {pending} messages has a vector yet; {fix}"
+    return f"{pending} messages have no vector yet and were matched by keywords only; {fix}"
+
+
 def _check_query(query: object) -> str:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is empty: give a few words to search for")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError(f"query is {len(query)} characters; the maximum is {MAX_QUERY_CHARS}: shorten it")
-    return query.strip()
+    return check_text("query", query.strip())
 
 
 def _check_limit(limit: object) -> int:
     low, high = LIMIT_RANGE
-    if isinstance(limit, bool) or not isinstance(limit, int) or not low <= limit <= high:
-        raise InvalidInputError(f"limit must be a whole number from {low} to {high}, got {limit!r}")
-    return limit
+    return whole_number("limit", limit, minimum=low, maximum=high)
 
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:

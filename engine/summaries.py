@@ -26,9 +26,11 @@ from engine.ingest import Ingestor
 from engine.models import (Conversation, DaySegment, IngestResult, Message, NewMessage, Summary, SummaryKind, Thread,
                            day_segment_id)
 from engine.store import Store
-from engine.summarize import NONE_NOTED, Summarizer, clamp_title, section_text, split_sentences
+from engine.summarize import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
+from engine.summary_retries import RetryQueue, SummaryJob
 from engine.timeutil import utcnow, zone
 from engine.tokens import TokenCounter
+from engine.validation import seq_range, whole_number
 
 __all__ = [
     "SummaryService",
@@ -95,6 +97,7 @@ class SummaryService:
         self.ingestor = ingestor or Ingestor(
             store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
         self.counter = counter or TokenCounter()
+        self.retries = RetryQueue()
 
     # On request --------------------------------------------------------------------------------
     def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
@@ -121,19 +124,45 @@ class SummaryService:
         """Apply the day policy and summarise ended conversations; returns the summaries written."""
         if self.summarizer is None or not result.inserted:
             return []
-        updated: list[Summary] = []
+        jobs: list[SummaryJob] = []
         segments = self.store.timeline.day_segments(result.thread_id)
         for opened in sorted(result.opened_days):
             before = [s for s in segments if s.day_label < opened]
             if before and self._stale(user_id, before[-1], every=1, near_budget=False):
-                updated.append(self._update_day(user_id, before[-1], "closed"))
+                jobs.append(SummaryJob(user_id, "day", before[-1].day_segment_id, result.thread_id))
         if segments and self._stale(user_id, segments[-1], every=self.settings.day_summary_every, near_budget=True):
-            updated.append(self._update_day(user_id, segments[-1], "progress"))
-        for conversation_id in result.ended_conversations:
-            summary = self.summarize_conversation(user_id, conversation_id)
+            jobs.append(SummaryJob(user_id, "day", segments[-1].day_segment_id, result.thread_id))
+        jobs += [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
+        return self._run([*self.retries.due(user_id), *jobs])
+
+    def retry_failed(self) -> list[Summary]:
+        """Retry every summary whose summarizer call failed (the server's background step calls this)."""
+        return self._run(self.retries.due()) if self.summarizer is not None else []
+
+    def retry_status(self) -> dict[str, object]:
+        return self.retries.status()
+
+    def _run(self, jobs: Sequence[SummaryJob]) -> list[Summary]:
+        """Run the jobs; a summarizer failure queues the job for a retry instead of failing the caller."""
+        written: list[Summary] = []
+        for job in dict.fromkeys(jobs):
+            try:
+                summary = self._job(job)
+            except SummarizerError as exc:
+                self.retries.failed(job, exc.message)
+                log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
+                continue
+            self.retries.succeeded(job)
             if summary is not None:
-                updated.append(summary)
-        return updated
+                written.append(summary)
+        return written
+
+    def _job(self, job: SummaryJob) -> Summary | None:
+        if job.kind == "conversation":
+            return self.summarize_conversation(job.user_id, job.target)
+        segment = next((s for s in self.store.timeline.day_segments(job.thread_id)
+                        if s.day_segment_id == job.target), None)
+        return None if segment is None else self._update_day(job.user_id, segment, "scheduled")
 
     def _day_turns(self, segment: DaySegment, after_seq: int = 0) -> list[Message]:
         start = max(segment.starts_at_seq, after_seq + 1)
@@ -183,7 +212,7 @@ class SummaryService:
         if self.summarizer is None:
             return []
         done = {s.day_label: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["day"])
-                if s.summary_id == day_summary_id(thread_id, s.day_label)}
+                if s.day_label is not None and s.summary_id == day_summary_id(thread_id, s.day_label)}
         segments = self.store.timeline.day_segments(thread_id)
         updated: list[Summary] = []
         for position, segment in enumerate(segments):
@@ -274,12 +303,12 @@ class SummaryService:
         ended = self.ingestor.end_conversation(thread.thread_id, reason)
         if ended is None or self.summarizer is None:
             return None
-        return self.summarize_conversation(user_id, ended)
+        written = self._run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
+        return written[0] if written else None
 
     def list_recent_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
         """The user's latest conversations across threads (records only: title, summary, times, span)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECENT:
-            raise InvalidInputError(f"limit must be an integer from 1 to {MAX_RECENT}, got {limit!r}")
+        whole_number("limit", limit, minimum=1, maximum=MAX_RECENT)
         self.store.get_user(user_id)
         found: list[Conversation] = []
         for thread in self.store.threads_of(user_id):
@@ -343,13 +372,4 @@ def _terminated(sentence: str) -> str:
 
 
 def _check_range(start_seq: int, end_seq: int) -> None:
-    for name, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidInputError(f"{name} must be an integer seq, got {value!r}")
-    if start_seq < 1:
-        raise InvalidInputError(f"start_seq must be at least 1 (seqs start at 1), got {start_seq}")
-    if end_seq <= start_seq:
-        raise InvalidInputError(
-            f"range [{start_seq}, {end_seq}) is empty or reversed: end_seq is exclusive and must be greater "
-            f"than start_seq (seq {start_seq} alone is [{start_seq}, {start_seq + 1}))"
-        )
+    seq_range(start_seq, end_seq)

@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 import httpx
 
 from engine.config import Settings
-from engine.errors import ConvsearchError, InvalidInputError
+from engine.errors import InvalidInputError, SummarizerError
 from engine.models import Message
 
 __all__ = [
@@ -53,13 +53,6 @@ class Summarizer(Protocol):
     def title(self, messages: Sequence[Message]) -> str:
         """A 5-8 word title naming the main topic."""
         ...
-
-
-class SummarizerError(ConvsearchError):
-    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
-
-    code = "summarizer_unavailable"
-    http_status = 503
 
 
 # Text helpers ------------------------------------------------------------------------------------
@@ -155,7 +148,7 @@ _STRONG_OPEN = re.compile(
     r"\b(todo|to-do|not sure|unsure|tbd|open question|still open|to be decided|pas sûr|pas sure|à voir|a voir|"
     r"reste à|on verra)\b|未定|検討中", re.I)
 _DECISION = re.compile(
-    r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"
+    r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"  # noqa: E501
     r"take|pick|do)|agreed|we agree|final answer|settled on|(?:we|i)(?:'ve| have)? (?:chose|chosen|picked|booked|"
     r"reserved|bought|signed|approved)|on part sur|on va partir sur|décidé|décision prise|decidé|on choisit|on prend|"
     r"c'est validé|on garde|d'accord pour)\b|^decision\b|^\S+(?: \S+)? it is[.!]?$|に決め|決定|予約しました|にします", re.I)

@@ -13,12 +13,9 @@ first capped to head + placeholder + tail.
 
 Restartable: a window depends only on the messages from its start up to the one after its end,
 and so does the next start. Hence for every start s of a full run, chunking only the messages
-with seq >= s yields exactly the full run's chunks from s on. The pipeline re-chunks the tail:
-
-* append: keep the last chunk's from_seq (`window_starts(chunks)[-1]`); when messages arrive,
-  re-chunk the messages with seq >= it and replace the stored chunks with from_seq >= it.
-* any change from seq d on (append or deletion): `restart_seq(chunks, d)` gives the start to
-  re-chunk from, with the same replacement (None: re-chunk the whole thread).
+with seq >= s yields exactly the full run's chunks from s on. So on append the pipeline keeps
+the last chunk's from_seq (the manifest's tail), re-chunks the messages with seq >= it and
+replaces the stored chunks with from_seq >= it.
 """
 
 from __future__ import annotations
@@ -26,18 +23,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from engine.config import default
 from engine.errors import InvalidInputError
 from engine.models import Message
+from indexers.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
 
-if TYPE_CHECKING:
-    from engine.config import Settings
-
 __all__ = [
     "MAX_WINDOW_TOKENS",
+    "INDEX_CAP_CHARS",
     "ChunkParams",
     "Chunk",
     "TokenCounter",
@@ -47,11 +43,13 @@ __all__ = [
     "render_line",
     "cap_tool_output",
     "chunk_thread",
-    "window_starts",
-    "restart_seq",
 ]
 
 MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
+# Only a message's first INDEX_CAP_CHARS are chunked and embedded: at ~80 us of CPU a character
+# (benchmarks/big_message.py: 20,000 chars = 45 windows = 1.6 s CPU) a longer message would hold
+# the index for minutes. The whole text stays in the store, where grep (substring search) finds it.
+INDEX_CAP_CHARS = 20_000
 _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content of split pieces
 
 
@@ -59,9 +57,9 @@ _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content
 class ChunkParams:
     """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
 
-    window_tokens: int = 96
-    overlap_messages: int = 1
-    tool_output_cap_tokens: int = 96
+    window_tokens: int = default("window_tokens")
+    overlap_messages: int = default("overlap_messages")
+    tool_output_cap_tokens: int = default("tool_output_cap_tokens")
 
     def __post_init__(self) -> None:
         if not 1 <= self.window_tokens <= MAX_WINDOW_TOKENS:
@@ -70,10 +68,6 @@ class ChunkParams:
             raise InvalidInputError(f"overlap_messages must be >= 0, got {self.overlap_messages}")
         if self.tool_output_cap_tokens < 1:
             raise InvalidInputError(f"tool_output_cap_tokens must be >= 1, got {self.tool_output_cap_tokens}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkParams:
-        return cls(settings.window_tokens, settings.overlap_messages, settings.tool_output_cap_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +139,8 @@ def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: To
             raise InvalidInputError(f"messages must be in increasing seq order: {after.seq} after {before.seq}")
     turns = [m for m in messages if m.kind != "note"]
     bodies = [
-        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool" else m.content
+        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool"
+        else m.content[:INDEX_CAP_CHARS]
         for m in turns
     ]
     prefixes = [f"{speaker_label(m)}: " for m in turns]
@@ -154,9 +149,9 @@ def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: To
 
 
 def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
-    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    text_hash = content_hash(text)
     from_seq, to_seq = lines[0].seq, lines[-1].seq
-    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), content_hash))
+    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), text_hash))
     return Chunk(
         chunk_id=hashlib.sha256(key.encode("utf-8")).hexdigest()[:32],
         thread_id=thread_id,
@@ -165,7 +160,7 @@ def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int
         message_ids=tuple(line.message_id for line in lines),
         message_seqs=tuple(line.seq for line in lines),
         text=text,
-        content_hash=content_hash,
+        content_hash=text_hash,
         n_tokens=n_tokens,
         part=part,
         line_ends=_line_ends(lines, text),
@@ -283,20 +278,3 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
             chunks.extend(_piece_chunks(thread_id, lines[a], budget, counter))
     return chunks
 
-
-def window_starts(chunks: Sequence[Chunk]) -> list[int]:
-    """The seqs a re-chunk may restart from: every chunk's from_seq, ascending, once each."""
-    return sorted({chunk.from_seq for chunk in chunks})
-
-
-def restart_seq(chunks: Sequence[Chunk], changed_seq: int) -> int | None:
-    """Where to re-chunk from when messages with seq >= changed_seq were appended or deleted.
-
-    A window is decided by its lines and the line after it, so the first affected window is the
-    first one reaching the last kept message before `changed_seq`. None: re-chunk everything.
-    """
-    kept = [seq for chunk in chunks for seq in chunk.message_seqs if seq < changed_seq]
-    if not kept:
-        return None
-    last_kept = max(kept)
-    return next(chunk.from_seq for chunk in chunks if chunk.to_seq >= last_kept)

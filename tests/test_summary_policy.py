@@ -4,7 +4,6 @@ on the sample (real DuckDB file, lexical only: no test here needs vectors)."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -164,7 +163,7 @@ def test_extractive_segments_cjk_and_reads_short_choices_as_decisions() -> None:
     from engine.models import Message
     from engine.summarize import ExtractiveSummarizer, split_sentences
 
-    assert split_sentences("京都に行きます。桜はまだ咲いていますか？はい。") == ["京都に行きます。", "桜はまだ咲いていますか？", "はい。"]
+    assert split_sentences("京都に行きます。桜はまだ咲いていますか？はい。") == ["京都に行きます。", "桜はまだ咲いていますか？", "はい。"]  # noqa: E501
     at = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
     turns = [Message(f"m{i}", "t", "u", i, role, text, at + timedelta(minutes=i), at.date(), "t:conv:1")
              for i, (role, text) in enumerate([("user", "Keihan or JR to Gion from Osaka?"),

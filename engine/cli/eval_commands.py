@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.cli.common import progress_bar
 from engine.errors import InvalidInputError
 from engine.evaluation.locomo import SUMMARY_SOURCES, RunConfig, RunResult, open_corpus, parse_ks, run
 from engine.serialize import to_jsonable
@@ -69,8 +70,8 @@ def locomo(args: argparse.Namespace) -> None:
     # Lexical runs need no vectors: skip the model and the embedding pass entirely.
     embedder = None if args.mode == "lexical" else "auto"
     with open_corpus(args.data, limit_conversations=args.limit_conversations, max_questions=args.max_questions,
-                     embedder=embedder, progress=say, summaries=args.summaries) as corpus:
-        result = run(corpus, config, progress=say)
+                     embedder=embedder, progress=say, bar=progress_bar, summaries=args.summaries) as corpus:
+        result = run(corpus, config, progress=say, bar=progress_bar)
     print(format_report(result))
     if args.json:
         print(json.dumps(to_jsonable(result), ensure_ascii=False, separators=(",", ":")))

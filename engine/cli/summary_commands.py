@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--finalize", action="store_true",
                    help="only the scheduled close (for cron): end idle conversations, close days that are over")
     p.add_argument("--regenerate", metavar="DAY", help="rewrite the day's summary now (YYYY-MM-DD; with --user)")
-    p.add_argument("--thread", help="thread of the day to regenerate (default: the user's continuous thread)")
+    p.add_argument("--thread", help="thread of the range or of the day to regenerate (default: the user's continuous "
+                                    "thread)")
     p.set_defaults(handler=summarize)
 
 
@@ -35,7 +36,7 @@ def summarize(args: argparse.Namespace) -> object:
     if args.regenerate and (args.finalize or args.since):
         raise InvalidInputError("--regenerate rewrites one day: give it without --finalize or --since")
     if args.thread and not args.regenerate:
-        raise InvalidInputError("--thread only goes with --regenerate DAY")
+        raise InvalidInputError("--thread only goes with a range (START END) or --regenerate DAY")
     if args.finalize and args.since:
         raise InvalidInputError("--finalize closes each thread's last day: give it without --since")
     with open_engine(args, vectors=False) as engine:
@@ -47,8 +48,8 @@ def summarize(args: argparse.Namespace) -> object:
 
 
 def _range(args: argparse.Namespace) -> object:
-    if len(args.range) != 2 or not args.user or args.since or args.finalize or args.regenerate or args.thread:
-        raise InvalidInputError("a range is summarised as: convsearch summarize --user U START END (two seqs, "
-                                "END exclusive), without --all, --since, --finalize, --regenerate or --thread")
+    if len(args.range) != 2 or not args.user or args.since or args.finalize or args.regenerate:
+        raise InvalidInputError("a range is summarised as: convsearch summarize --user U START END [--thread T] (two "
+                                "seqs, END exclusive), without --all, --since, --finalize or --regenerate")
     with open_engine(args, vectors=False) as engine:
-        return engine.summarize_range(args.user, args.range[0], args.range[1])
+        return engine.summarize_range(args.user, args.range[0], args.range[1], thread_id=args.thread)

@@ -153,7 +153,8 @@ def parse_ks(text: str) -> tuple[int, ...]:
 @contextmanager
 def open_corpus(path: str | Path, *, limit_conversations: int | None = None, max_questions: int | None = None,
                 settings: Settings | None = None, embedder: Embedder | None | str = "auto",
-                progress: Callable[[str], None] | None = None, summaries: str = "dataset") -> Iterator[Corpus]:
+                progress: Callable[[str], None] | None = None, summaries: str = "dataset",
+                bar: Callable[[str], Callable[[int, int], None]] | None = None) -> Iterator[Corpus]:
     """Load `path` into a fresh store in a temporary directory, index it, and yield the corpus.
 
     `limit_conversations` keeps the file's first N conversations, `max_questions` the first N QA
@@ -182,7 +183,7 @@ def open_corpus(path: str | Path, *, limit_conversations: int | None = None, max
             imported = time.perf_counter() - began
             say("indexing")
             began = time.perf_counter()
-            engine.index()
+            engine.index(progress=bar("index") if bar else None)
             indexed = time.perf_counter() - began
             turns, present = _turn_map(engine, users)
             items, log = _questions(samples, present)
@@ -303,9 +304,12 @@ def score_question(cited: Sequence[str | None], windows: Sequence[frozenset[str]
 
 
 # Running ------------------------------------------------------------------------------------
-def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | None = None) -> RunResult:
-    """Ask every question of the corpus under `config`; the means per group and the latencies."""
+def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | None = None,
+        bar: Callable[[str], Callable[[int, int], None]] | None = None) -> RunResult:
+    """Ask every question of the corpus under `config`; the means per group and the latencies.
+    `bar(label)` gives a (done, total) callback, e.g. a progress bar."""
     say = progress or (lambda _: None)
+    step = bar("search") if bar else (lambda done, total: None)
     default_fusion = corpus.engine.settings.fusion
     label = config.label(default_fusion)
     say(f"searching {len(corpus.items)} questions: {label}")
@@ -313,7 +317,8 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
     latencies: list[float] = []
     modes: Counter[str] = Counter()
     notices: Counter[str] = Counter()
-    for item in corpus.items:
+    for done, item in enumerate(corpus.items, start=1):
+        step(done, len(corpus.items))
         began = time.perf_counter()
         response = corpus.engine.search(item.user_id, item.question, limit=config.limit, kinds=config.kinds,
                                         mode=config.mode, fusion=config.fusion, penalty=config.penalty,
