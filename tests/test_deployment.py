@@ -162,7 +162,7 @@ def test_doctor_and_a_second_server_refuse_beside_a_live_one_and_a_dead_ones_fil
         assert json.loads(early.stdout)["users"] >= 3
         for args in (("doctor", "--repair"), ("serve", "--port", "0")):
             refused = cli(home, env, *args, check=False)
-            assert refused.returncode == 2, refused.stderr
+            assert refused.returncode == 6, refused.stderr  # store_locked
             assert f"pid {served.process.pid}" in refused.stderr and "stop it" in refused.stderr, refused.stderr
         assert "POST /api/stats" in served.log.read_text(encoding="utf-8")
     finally:
@@ -196,4 +196,4 @@ def test_the_cli_prints_the_same_through_the_server_as_on_the_store(home: Path) 
     assert log.count("POST /api/") >= len(commands)  # they did go through the server
     for command, mine, theirs in zip(commands, local, remote):
         assert mine == theirs, command
-    assert [code for code, _, _ in local][-2:] == [2, 2]  # errors too: same message, same exit code
+    assert [code for code, _, _ in local][-2:] == [4, 4]  # errors too (not found): same message, same exit code

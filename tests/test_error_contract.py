@@ -15,7 +15,6 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from mcp.server.mcpserver.exceptions import ToolError
 
 from engine import errors
 from engine.api import ConversationEngine
@@ -25,10 +24,11 @@ from engine.mcp_server import build_server
 from tests.support import live_server
 
 CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"
-CLASSES = [getattr(errors, name) for name in errors.__all__]
+CLASSES = [error for error in (getattr(errors, name) for name in errors.__all__) if isinstance(error, type)]
 EXIT_CODES = {  # docs/reference/cli.md lists the same table
     "ConvsearchError": 2, "InvalidInputError": 3, "NotFoundError": 4, "IndexStateError": 5, "StoreLockedError": 6,
-    "EmbeddingUnavailableError": 7, "AuthError": 8, "SummarizerError": 9, "SettingsError": 10,
+    "EmbeddingUnavailableError": 7, "AuthError": 8, "SummarizerError": 9, "SettingsError": 10, "StorageFullError": 11,
+    "ServerUnavailableError": 12,
 }
 
 
@@ -55,12 +55,13 @@ def _surfaces(engine: ConversationEngine, base_url: str, cli_home: Path,
     """One `get` of message 'm1' for alice through HTTP, MCP and the CLI: what each client sees."""
     response = httpx.post(f"{base_url}/api/conversation/get", json={"user_id": "alice", "message_id": "m1"},
                           timeout=30)
-    with pytest.raises(ToolError) as tool_error:
-        anyio.run(build_server(engine, "alice").call_tool, "conversation_get", {"message_id": "m1"})
+    result = anyio.run(build_server(engine, "alice").call_tool, "conversation_get", {"message_id": "m1"})
+    assert result.is_error and len(result.content) == 1, result
+    ConversationEngine(cli_home, embedder=None).close()  # the CLI's store exists: `get` is what fails
     status = main(["--home", str(cli_home), "get", "--user", "alice", "--message", "m1"])
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1, captured
-    return (response.status_code, response.json()), str(tool_error.value), (status, captured.err)
+    return (response.status_code, response.json()), result.content[0].text, (status, captured.err)
 
 
 def test_every_class_has_a_distinct_code_and_an_exit_code() -> None:
@@ -85,7 +86,7 @@ def test_each_error_class_maps_to_the_same_code_everywhere(
     (status, body), tool_error, (exit_code, stderr) = _surfaces(engine, base_url, tmp_path / "cli", capsys)
     assert (status, body) == (cls.http_status, {"error": {"code": cls.code,
                                                           "message": "what went wrong; what to do instead"}})
-    assert tool_error == f"Error executing tool conversation_get: {cls.code}: what went wrong; what to do instead"
+    assert tool_error == f"{cls.code}: what went wrong; what to do instead"  # the code first (docs/reference/mcp.md)
     assert exit_code == _family_exit(cls)
     assert stderr == f"convsearch: error [{cls.code}]: what went wrong; what to do instead\n"
 
@@ -98,7 +99,7 @@ def test_a_real_unknown_message_is_the_same_error_everywhere(
         other.add_user("alice")
     (status, body), tool_error, (exit_code, stderr) = _surfaces(engine, base_url, tmp_path / "cli", capsys)
     assert status == 404 and body["error"]["code"] == "unknown_message" and "'m1'" in body["error"]["message"]
-    assert tool_error.startswith("Error executing tool conversation_get: unknown_message: ") and "'m1'" in tool_error
+    assert tool_error.startswith("unknown_message: ") and "'m1'" in tool_error
     assert exit_code == 4 and stderr.startswith("convsearch: error [unknown_message]: ") and "'m1'" in stderr
 
 
@@ -111,6 +112,7 @@ def test_a_real_unknown_message_is_the_same_error_everywhere(
 def test_a_bad_setting_in_the_environment_exits_10_naming_it(
         env: dict[str, str], words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
+    ConversationEngine(tmp_path / "home", embedder=None).close()  # a store: the settings are what is wrong
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert main(["--home", str(tmp_path / "home"), "stats"]) == 10
