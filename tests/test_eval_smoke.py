@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engine.cli import eval_commands
 from engine.evaluation.locomo import RunConfig, open_corpus, run
+from tests.support import HashEmbedder
 
 SESSION_1 = [
     ("Ana", "I adopted a grey kitten named Pixel last weekend."),
@@ -93,22 +91,9 @@ def test_easy_questions_are_found(tiny_locomo: Path) -> None:
     assert result.modes_used == {"lexical": 5}
 
 
-class HashEmbedder:
-    """A deterministic bag-of-words embedder: vectors without loading a model."""
-
-    name, dim, max_tokens = "test-hash-384", 384, 256  # the HNSW index is built 384 wide
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-
-
 def test_hybrid_run_with_summaries_and_limited_questions(tiny_locomo: Path) -> None:
     with open_corpus(tiny_locomo, embedder=HashEmbedder(), max_questions=3) as corpus:
-        assert len(corpus.items) == 3 and corpus.embedder == "test-hash-384"
+        assert len(corpus.items) == 3 and corpus.embedder == HashEmbedder.name
         result = run(corpus, RunConfig(mode="hybrid", fusion="rrf", ks=(2, 5)))
     assert result.modes_used == {"hybrid": 3}
     assert result.groups["overall"]["questions"] == 3 and result.groups["adversarial"] == {"questions": 0}

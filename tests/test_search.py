@@ -8,15 +8,20 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
+from engine.config import Settings
 from engine.errors import InvalidInputError, InvalidTimestampError
+
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
 NOW = datetime(2024, 3, 7, 12, 0, tzinfo=timezone.utc)
+# the sample runs to 2024-03-12, after NOW: accept messages up to 30 days ahead of the pinned clock
+AHEAD = Settings(future_tolerance_hours=24 * 30)
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    with ConversationEngine(tmp_path_factory.mktemp("search"), clock=lambda: NOW) as e:
+    with ConversationEngine(tmp_path_factory.mktemp("search"), clock=lambda: NOW, settings=AHEAD) as e:
         e.import_file(SAMPLE, fmt="jsonl")
         e.index()
         yield e
@@ -128,14 +133,17 @@ def test_overlapping_windows_never_return_a_message_twice(engine):
 
 
 def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
         engine.index("alice")
         day = engine.get("alice", day_segment_id="alice:continuous:day:2024-03-04")
         first, last = (engine.get("alice", message_id=m).seq for m in (day.message_ids[0], day.message_ids[-1]))
         summary = engine.summarize_range("alice", first, last + 1)
         response = engine.search("alice", "which database did we choose and why", explain=True)
-        assert response.results[0].kind == "summary" and response.results[0].summary_id == summary.summary_id
+        top = response.results[0]
+        assert top.kind == "summary" and (top.from_seq, top.to_seq) == (summary.from_seq, summary.to_seq)
+        # the range, the day and the conversation summary cover the same turns: one of them shows
+        assert [(h.from_seq, h.to_seq) for h in response.results if h.kind == "summary"].count((first, last)) == 1
         covered = [h for h in response.results if h.kind == "message" and h.covered_by_summary]
         assert covered and all(h.parts.penalty == pytest.approx(0.85) for h in covered)
         assert all(h.score == pytest.approx(h.parts.fused * 0.85, abs=1e-6) for h in covered)
@@ -146,7 +154,7 @@ def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
 
 
 def test_ties_go_to_the_newer_day(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("carol")
         for thread, message_id, at in (("t-old", "old", "2024-01-01T09:00"), ("t-new", "new", "2024-01-02T09:00")):
             engine.store.ensure_thread("carol", thread)  # two threads: two windows with equal scores
@@ -158,7 +166,7 @@ def test_ties_go_to_the_newer_day(tmp_path):
 
 
 def test_within_a_window_ties_cite_the_newer_message(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("erin")
         engine.ingest("erin", [{"role": "user", "content": "zebraquartz", "created_at": at, "message_id": message_id}
                                for message_id, at in (("first", "2024-01-01T09:00"), ("second", "2024-01-01T09:01"))])
@@ -166,7 +174,7 @@ def test_within_a_window_ties_cite_the_newer_message(tmp_path):
 
 
 def test_messages_not_yet_embedded_are_found_lexically(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("dave")
         engine.ingest("dave", [{"role": "user", "content": "the invoice INV-4410 bounced", "created_at": "2024-01-01T09:00"}],
                       index=False)
@@ -176,7 +184,7 @@ def test_messages_not_yet_embedded_are_found_lexically(tmp_path):
 
 
 def test_without_embeddings_search_is_lexical_and_says_so(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW, embedder=None) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, embedder=None, settings=AHEAD) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
         response = engine.search("alice", "ECONNRESET")
         assert response.mode == "lexical" and "lexical" in response.notice
