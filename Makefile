@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test bench eval clean
+.PHONY: demo test test-fast lint bench eval clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,6 +23,15 @@ demo: $(STAMP)
 # pytest exits 5 when it collects nothing: a broken collection, so it fails like any other error.
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The inner loop: no model, no subprocess, no test marked slow (tests/conftest.py, --fast). CI runs `make test`.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider --fast
+
+# Lint only (no formatter): ruff over the code and tests, mypy over engine/ and indexers/ (pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_scale.py --sizes 10000,100000

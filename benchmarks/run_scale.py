@@ -36,7 +36,7 @@ from benchmarks.generate import SyntheticEmbedder, ThreadParams, iter_messages, 
 from benchmarks.naive import from_shard  # noqa: E402
 from engine.api import ConversationEngine, to_new_message  # noqa: E402
 from engine.candidates import window_candidates  # noqa: E402  (engine internals: the "core" path)
-from engine.search import _Query  # noqa: E402
+from engine.search import WINDOWS_PER_RESULT, _Query  # noqa: E402
 from indexers.embedders import DeadlineEmbedder, Embedder  # noqa: E402
 
 __all__ = ["SizeResult", "run_size", "core_search", "measure_overhead", "main"]
@@ -205,7 +205,7 @@ def _ingest(engine: ConversationEngine, size: int, seed: int, batch: int, result
 def core_search(engine: ConversationEngine, shard: Any, text: str, vector: np.ndarray, limit: int = LIMIT) -> np.ndarray:
     """Top window labels from the engine's candidate lists and fusion (no citations, no store)."""
     q = _Query(text, shard.tokenizer.tokenize(text), vector, "hybrid", engine.settings.fusion)
-    depth = max(engine.settings.candidate_depth, 5 * limit)
+    depth = max(engine.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
     with shard.lock:
         found = window_candidates(shard, q.tokens, q.vector, q.mode, None, depth)
     fused = engine.searcher._fuse(found.raw, found.matched, found.cosine, q)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "data_dir"]
+from engine.errors import SettingsError
+
+__all__ = ["Settings", "data_dir", "default", "ENV_PREFIX", "NON_SETTING_ENV"]
+
+ENV_PREFIX = "CONVSEARCH_"
+# Variables with the prefix that are not settings: the data directory and the test suite's data path.
+NON_SETTING_ENV = frozenset({"CONVSEARCH_HOME", "CONVSEARCH_LOCOMO_DEV"})
 
 
 def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -22,11 +29,27 @@ def data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 class Settings(BaseSettings):
     """Every tunable of the engine, each overridable as CONVSEARCH_<NAME>."""
 
-    model_config = SettingsConfigDict(env_prefix="CONVSEARCH_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    def __init__(self, **values: Any) -> None:
+        """As pydantic's, but an unknown or bad setting raises SettingsError naming it (a misspelled
+        name would otherwise be ignored and the default used without a word)."""
+        unknown = _unknown_env_names()
+        if unknown:
+            raise SettingsError("; ".join(_suggest(name, prefix=ENV_PREFIX) for name in unknown))
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(_describe(exc)) from exc
 
     # Store
     default_timezone: str = Field("UTC", description="Time zone of users created without one (IANA name).")
     idle_timeout_minutes: float = Field(30.0, gt=0, description="Silence that ends a conversation.")
+    future_tolerance_hours: float = Field(
+        24.0, ge=0, le=24 * 366,
+        description="How far ahead of now a message's created_at may be (clock skew); later is refused, since "
+        "it would put every following message of the thread out of order.",
+    )
     max_conversations_retained: int | None = Field(
         None, ge=1, description="Keep only this many ended conversations per thread (off by default)."
     )
@@ -39,7 +62,8 @@ class Settings(BaseSettings):
     )
     overlap_messages: int = Field(1, ge=0, le=8, description="Messages shared by consecutive windows.")
     tool_output_cap_tokens: int = Field(
-        96, ge=16, description="Tool outputs longer than this keep head and tail with a placeholder between."
+        96, ge=16, description="Tool outputs longer than this keep head and tail with a placeholder between in the "
+        "context payload (the index holds them whole, in pieces)."
     )
 
     # Embeddings
@@ -70,7 +94,7 @@ class Settings(BaseSettings):
     fusion: Literal["weighted", "rrf"] = Field("weighted", description="Score fusion: weighted sum or RRF.")
     rrf_k: int = Field(60, ge=1, description="RRF constant.")
     message_own_weight: float = Field(
-        0.3, ge=0, le=1,
+        0.4, ge=0, le=1,
         description="Weight of a message's own match against its best window's score (the window lends "
         "context: a reply shares few words with the question it answers). docs/benchmarks.md.",
     )
@@ -78,6 +102,21 @@ class Settings(BaseSettings):
         0.25, ge=0, le=1,
         description="Weight of the score of the summary covering a message in that message's score "
         "(0 turns it off; messages no summary covers are unaffected). docs/benchmarks.md.",
+    )
+    message_context_cap: float = Field(
+        2.0, gt=0,
+        description="A message's window and summary count at most this many times its own match: context "
+        "re-orders messages that match, it never lifts one whose own line matches nothing. docs/benchmarks.md.",
+    )
+    other_speaker_weight: float = Field(
+        0.77, gt=0, le=1,
+        description="When the query names a participant (\"what did Caroline research\"), the turns of the "
+        "others weigh this much (1 turns it off). docs/benchmarks.md.",
+    )
+    reply_lift: float = Field(
+        0.9, ge=0, le=1,
+        description="A turn scores at least this fraction of the turn right before it: the reply after a strong "
+        "match is often the evidence (0 turns it off). docs/benchmarks.md.",
     )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
     max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")
@@ -89,8 +128,84 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="Model name for the chat-completions server.")
     day_summary_every: int = Field(10, ge=1, description="Update a day's summary after this many new messages.")
     day_token_budget: int = Field(4000, ge=100, description="Raw tokens of a day before its summary updates.")
-    context_token_budget: int = Field(4000, ge=100, description="Token budget of the default context payload.")
+    finalize_every_minutes: float = Field(
+        60.0, ge=0, description="`serve` runs the scheduled close (idle conversations end, days that are over "
+        "get their final summary) this often; 0 turns it off (then run `convsearch summarize --finalize` from cron).")
+    conversation_max_context_tokens: int = Field(
+        8500, ge=200, description="The model context a default context payload is fitted into, reserved tokens "
+        "included: the payload's budget is this minus conversation_reserved_tokens (4000 by default).",
+    )
+    conversation_reserved_tokens: int = Field(
+        4500, ge=0, description="Tokens of conversation_max_context_tokens kept free for the system prompt and the "
+        "answer (apply_context_window's reserved_tokens).",
+    )
+    conversation_max_history_messages: int = Field(
+        200, ge=2, description="Most messages of the day (or slice) a context payload holds: the first and the "
+        "most recent ones; the others are dropped behind the truncation marker.",
+    )
 
     # Surfaces
     api_token: str | None = Field(None, description="Bearer token required by every HTTP route but /healthz.")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted.")
+    user_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="Bearer tokens bound to one user each, as JSON {\"token\": \"user_id\"}: such a token opens "
+        "MCP sessions (over /mcp) for that user only. The api_token is the admin token: it names the user of an "
+        "MCP session in the X-Convsearch-User header.",
+    )
+    max_import_bytes: int = Field(4 * 1024**3, ge=1024, description="Largest file `convsearch ingest` uploads "
+                                  "to a running server.")
+    index_interval_s: float = Field(
+        5.0, gt=0, description="How often `serve` embeds messages still without vectors and saves changed "
+        "index shards (a restart then replays at most this much from the store and the embedding cache).",
+    )
+
+    @model_validator(mode="after")
+    def _context_budget_positive(self) -> Settings:
+        if self.conversation_max_context_tokens - self.conversation_reserved_tokens < 100:
+            raise ValueError(
+                f"conversation_max_context_tokens ({self.conversation_max_context_tokens}) leaves fewer than 100 "
+                f"tokens after conversation_reserved_tokens ({self.conversation_reserved_tokens}): raise the first "
+                "or lower the second")
+        return self
+
+    @model_validator(mode="after")
+    def _fusion_weights_not_both_zero(self) -> Settings:
+        if self.vector_weight == 0 and self.lexical_weight == 0:
+            raise ValueError("vector_weight and lexical_weight are both 0: every hybrid score would be 0/0; "
+                             "set at least one above 0 (defaults 0.7 and 0.3)")
+        return self
+
+
+def _unknown_env_names() -> list[str]:
+    """CONVSEARCH_* variables that name no setting (and are not one of NON_SETTING_ENV)."""
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    return sorted(name for name in os.environ
+                  if name.upper().startswith(ENV_PREFIX) and name.upper() not in known | NON_SETTING_ENV)
+
+
+def _suggest(name: str, *, prefix: str = "") -> str:
+    """'unknown setting X' with the closest real name, if one is close."""
+    names = [prefix + field.upper() if prefix else field for field in Settings.model_fields]
+    close = difflib.get_close_matches(name.upper() if prefix else name, names, n=1)
+    hint = f": did you mean {close[0]}?" if close else "; the settings are the fields of engine.config.Settings"
+    return f"unknown setting {name}{hint}"
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per bad setting, naming it and saying what is expected."""
+    lines = []
+    for error in exc.errors():
+        name = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            lines.append(_suggest(name))
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"setting {name}: {message}" if name else f"settings: {message}")
+    return "; ".join(lines)
+
+
+def default(name: str) -> Any:
+    """A setting's default: the indexers' parameter classes take theirs from here, so each default
+    is written once (in Settings, beside its description)."""
+    return Settings.model_fields[name].default

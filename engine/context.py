@@ -1,8 +1,11 @@
 """Context assembly: what a model sees of the continuous thread, within a token budget.
 
 The default payload is today's raw messages (today in the user's zone) plus today's and yesterday's
-day summaries. Over budget, long tool outputs are cut to head and tail first, then the oldest turns
-are dropped behind one "[Earlier messages truncated]" marker. A slice requested with
+day summaries, within conversation_max_context_tokens minus conversation_reserved_tokens. One policy
+fits the window, `apply_context_window`: over budget, long tool outputs are cut to head and tail
+first, then the first message (the one that set the scene) and the most recent ones that fit stay,
+with one "[Earlier messages truncated]" marker where the middle was dropped; at most
+conversation_max_history_messages are kept. A slice requested with
 `request_slice` replaces today's window for the user's next assembly only; pending slices live in
 this process's memory (another server process, or a restart, does not see them).
 """
@@ -23,6 +26,7 @@ from engine.store import Store
 from engine.summaries import day_summary_id
 from engine.timeutil import local_day, utcnow, zone
 from engine.tokens import PROBE_CHARS_PER_TOKEN, TokenCounter
+from engine.validation import seq_range, whole_number
 
 __all__ = [
     "TRUNCATION_TEXT",
@@ -149,7 +153,7 @@ def _newest_fitting(messages: Sequence[Message], room: int, counter: TokenCounte
 
 
 def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_tokens: int = 4500, *,
-                         counter: TokenCounter) -> list[Item]:
+                         counter: TokenCounter, tz: ZoneInfo | None = None) -> list[Item]:
     """Fit `format_conversation(result)` into max_tokens - reserved_tokens tokens.
 
     Everything fits: the messages unchanged. Otherwise the first message (the request that set the
@@ -162,21 +166,22 @@ def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_
             "raise max_tokens or reserve fewer tokens for the answer"
         )
     heading = counter.count(CONVERSATION_HEADING)
-    if len(_newest_fitting(messages, budget - heading, counter)) == len(messages):
+    if len(_newest_fitting(messages, budget - heading, counter, tz)) == len(messages):
         return list(messages)
     marker = counter.count(TRUNCATION_TEXT)
     room = budget - heading - marker
-    first_cost = counter.count_upto(format_message(messages[0]), room)
+    first_cost = counter.count_upto(format_message(messages[0], tz), room)
     keep_first = first_cost <= room
-    recent = _newest_fitting(messages[1:], room - first_cost if keep_first else room, counter)
-    return _shrink([messages[0]] if keep_first else [], recent, len(messages), budget, counter)
+    recent = _newest_fitting(messages[1:], room - first_cost if keep_first else room, counter, tz)
+    return _shrink([messages[0]] if keep_first else [], recent, len(messages), budget, counter, tz)
 
 
-def _shrink(first: list[Message], recent: list[Message], total: int, budget: int, counter: TokenCounter) -> list[Item]:
+def _shrink(first: list[Message], recent: list[Message], total: int, budget: int, counter: TokenCounter,
+            tz: ZoneInfo | None = None) -> list[Item]:
     """Assemble first + marker + recent, dropping more (oldest recent, then first) until the block fits."""
     while True:
         window: list[Item] = [*first, TruncationMarker(total - len(first) - len(recent)), *recent]
-        if _fits(window, budget, counter) or not (first or recent):
+        if _fits(window, budget, counter, tz) or not (first or recent):
             return window
         if recent:
             recent = recent[1:]
@@ -184,8 +189,8 @@ def _shrink(first: list[Message], recent: list[Message], total: int, budget: int
             first = []
 
 
-def _fits(items: Sequence[Item], budget: int, counter: TokenCounter) -> bool:
-    return counter.count(format_conversation(items)) <= budget
+def _fits(items: Sequence[Item], budget: int, counter: TokenCounter, tz: ZoneInfo | None = None) -> bool:
+    return counter.count(format_conversation(items, tz)) <= budget
 
 
 # Assembler -------------------------------------------------------------------------------------------
@@ -201,22 +206,18 @@ class ContextAssembler:
 
     def request_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         """Make the user's next assembly use messages start_seq <= seq < end_seq instead of today's."""
-        for name, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInputError(f"{name} must be an integer seq, got {value!r}")
-        if start_seq < 1 or end_seq <= start_seq:
-            raise InvalidInputError(
-                f"slice [{start_seq}, {end_seq}) is empty or reversed: seqs start at 1 and end_seq is exclusive"
-            )
+        seq_range(start_seq, end_seq)
         self.store.continuous_thread(user_id)  # unknown user: clear error now, not at the next assembly
         with self._lock:
             self._slices[user_id] = (start_seq, end_seq)
 
     def default_payload(self, user_id: str, *, max_tokens: int | None = None) -> ContextPayload:
-        """Today's window (or the pending slice, once) with today's and yesterday's summaries, within budget."""
-        budget = self.settings.context_token_budget if max_tokens is None else max_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        """Today's window (or the pending slice, once) with today's and yesterday's summaries, within
+        `max_tokens` (default: conversation_max_context_tokens minus conversation_reserved_tokens)."""
+        settings = self.settings
+        budget = (settings.conversation_max_context_tokens - settings.conversation_reserved_tokens
+                  if max_tokens is None else max_tokens)
+        whole_number("max_tokens", budget, minimum=1)
         user = self.store.get_user(user_id)
         thread_id = self.store.continuous_thread(user_id).thread_id
         tz = zone(user.timezone)
@@ -241,7 +242,7 @@ class ContextAssembler:
             truncated=trimmed or any(isinstance(i, TruncationMarker) for i in items),
             estimated_tokens=self.counter.count(text), exact_tokens=self.counter.exact,
         )
-        _log_payload(payload)
+        _log_payload(payload, total_messages_in_db=self.store.message_count(thread_id))
         return payload
 
     def _day_messages(self, user_id: str, thread_id: str, day: date) -> list[Message]:
@@ -262,18 +263,21 @@ class ContextAssembler:
         return out
 
     def _fit(self, messages: list[Message], budget: int, tz: ZoneInfo) -> tuple[list[Item], bool]:
-        """Fit the window: trim long tool outputs first, then drop the oldest turns behind a marker."""
-        room = budget - self.counter.count(CONVERSATION_HEADING)
-        if len(_newest_fitting(messages, room, self.counter, tz)) == len(messages):
+        """Fit the window: at most conversation_max_history_messages (the first and the most recent),
+        long tool outputs trimmed first, then `apply_context_window`."""
+        limit = self.settings.conversation_max_history_messages
+        window = messages if len(messages) <= limit else [messages[0], *messages[len(messages) - limit + 1:]]
+        if len(window) == len(messages) and self._block_tokens(window, tz) <= budget:
             return list(messages), False
-        kept = _newest_fitting(messages, room, self.counter, tz, self._trim_tool)
-        if len(kept) < len(messages):  # something is dropped: make room for the marker
-            kept = _newest_fitting(kept, room - self.counter.count(TRUNCATION_TEXT), self.counter, tz)
-        while kept and self._block_tokens(_with_marker(kept, len(messages)), tz) > budget:
-            kept = kept[1:]  # the plan was per message; the rendered block has the last word
+        trimmed = [self._trim_tool(m) for m in window]
+        items = apply_context_window(trimmed, budget, reserved_tokens=0, counter=self.counter, tz=tz)
+        kept = [item for item in items if isinstance(item, Message)]
+        while kept and self._block_tokens(_with_marker(kept, messages), tz) > budget:
+            first_kept = kept[0].seq == messages[0].seq and len(kept) > 1
+            kept = [kept[0], *kept[2:]] if first_kept else kept[1:]  # the history cut added a marker: drop more
         if not kept and messages:  # even the newest message alone is too long: keep its head and tail
-            kept = self._squeeze(self._trim_tool(messages[-1]), budget, len(messages), tz)
-        return _with_marker(kept, len(messages)), True
+            kept = self._squeeze(self._trim_tool(messages[-1]), budget, messages, tz)
+        return _with_marker(kept, messages), True
 
     def _trim_tool(self, message: Message) -> Message:
         if message.role != "tool":
@@ -281,8 +285,8 @@ class ContextAssembler:
         return replace(message, content=trim_tool_output(message.content, self.settings.tool_output_cap_tokens,
                                                          self.counter))
 
-    def _squeeze(self, message: Message, budget: int, total: int, tz: ZoneInfo) -> list[Message]:
-        room = budget - self._block_tokens(_with_marker([replace(message, content="")], total), tz)
+    def _squeeze(self, message: Message, budget: int, messages: list[Message], tz: ZoneInfo) -> list[Message]:
+        room = budget - self._block_tokens(_with_marker([replace(message, content="")], messages), tz)
         if room <= 0:
             return []
         return [replace(message, content=trim_tool_output(message.content, room, self.counter))]
@@ -291,15 +295,19 @@ class ContextAssembler:
         return self.counter.count(format_conversation(items, tz))
 
 
-def _with_marker(kept: list[Message], total: int) -> list[Item]:
-    dropped = total - len(kept)
-    return [TruncationMarker(dropped), *kept] if dropped else list(kept)
+def _with_marker(kept: list[Message], messages: list[Message]) -> list[Item]:
+    """`kept` (a first run and a last run of `messages`) with one marker where the others were."""
+    dropped = len(messages) - len(kept)
+    if not dropped:
+        return list(kept)
+    gap = next((i for i, m in enumerate(kept) if m.seq != messages[i].seq), len(kept))
+    return [*kept[:gap], TruncationMarker(dropped), *kept[gap:]]
 
 
-def _log_payload(payload: ContextPayload) -> None:
+def _log_payload(payload: ContextPayload, *, total_messages_in_db: int) -> None:
     log.info(
-        "context.assembled user_id=%s source=%s messages_loaded=%d messages_dropped=%d truncated=%s "
-        "estimated_tokens=%d exact_tokens=%s max_tokens=%d",
-        payload.user_id, payload.source, payload.messages_loaded, payload.messages_dropped, payload.truncated,
-        payload.estimated_tokens, payload.exact_tokens, payload.max_tokens,
+        "context.assembled user_id=%s source=%s messages_loaded=%d messages_dropped=%d total_messages_in_db=%d "
+        "truncated=%s estimated_tokens=%d exact_tokens=%s max_tokens=%d",
+        payload.user_id, payload.source, payload.messages_loaded, payload.messages_dropped, total_messages_in_db,
+        payload.truncated, payload.estimated_tokens, payload.exact_tokens, payload.max_tokens,
     )

@@ -7,13 +7,13 @@ quote it. Day summaries of the affected days are cleared for the same reason.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Sequence
 
 from engine.errors import InvalidInputError
 from engine.models import Message
 from engine.store import Store
 from engine.summary_index import SummaryIndex, summary_text
+from indexers.embedding_cache import content_hash
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["Deleter"]
@@ -48,7 +48,7 @@ class Deleter:
         if self.pipeline.cache is None:
             return
         live = self.pipeline.live_hashes(user_id)
-        live.update(hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
+        live.update(content_hash(summary_text(s))
                     for s in self.store.timeline.summaries_of_user(user_id))
         self.pipeline.cache.keep_only(user_id, live)
 
@@ -91,6 +91,6 @@ class Deleter:
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
         if self.pipeline.cache is not None and touched:
-            hashes = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest() for s in touched]
+            hashes = [content_hash(summary_text(s)) for s in touched]
             self.pipeline.cache.forget(user_id, hashes)
         self.pipeline.forget_messages(user_id, thread_id, set(seqs))

@@ -1,6 +1,7 @@
 """One error hierarchy for the whole engine: every surface turns these into clean messages.
 
-Each error carries a stable `code` (for HTTP/MCP clients) and the HTTP status it maps to.
+Each error carries a stable `code` (HTTP and MCP clients see it, the CLI prints it), the HTTP
+status it maps to and the CLI's exit code (one per family; docs/reference/cli.md lists them).
 Messages always say what to do instead.
 """
 
@@ -24,6 +25,12 @@ __all__ = [
     "StoreLockedError",
     "EmbeddingUnavailableError",
     "AuthError",
+    "SummarizerError",
+    "SettingsError",
+    "ForbiddenError",
+    "ServerUnavailableError",
+    "StorageFullError",
+    "storage_error",
 ]
 
 
@@ -32,6 +39,7 @@ class ConvsearchError(Exception):
 
     code = "error"
     http_status = 400
+    exit_code = 2
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -43,6 +51,7 @@ class InvalidInputError(ConvsearchError):
 
     code = "invalid_input"
     http_status = 422
+    exit_code = 3
 
 
 class InvalidTimestampError(InvalidInputError):
@@ -72,6 +81,7 @@ class ImportFileError(InvalidInputError):
 class NotFoundError(ConvsearchError):
     code = "not_found"
     http_status = 404
+    exit_code = 4
 
 
 class UnknownUserError(NotFoundError):
@@ -99,6 +109,7 @@ class IndexStateError(ConvsearchError):
 
     code = "index_mismatch"
     http_status = 409
+    exit_code = 5
 
 
 class ReindexIncompleteError(IndexStateError):
@@ -113,6 +124,7 @@ class StoreLockedError(ConvsearchError):
 
     code = "store_locked"
     http_status = 423
+    exit_code = 6
 
 
 class EmbeddingUnavailableError(ConvsearchError):
@@ -120,8 +132,62 @@ class EmbeddingUnavailableError(ConvsearchError):
 
     code = "embedding_unavailable"
     http_status = 503
+    exit_code = 7
 
 
 class AuthError(ConvsearchError):
     code = "unauthorized"
     http_status = 401
+    exit_code = 8
+
+
+class SummarizerError(ConvsearchError):
+    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
+
+    code = "summarizer_unavailable"
+    http_status = 503
+    exit_code = 9
+
+
+class SettingsError(InvalidInputError):
+    """An unknown setting (a misspelled CONVSEARCH_<NAME> or keyword) or a value out of range."""
+
+    code = "invalid_setting"
+    exit_code = 10
+
+
+class ForbiddenError(AuthError):
+    """Credentials that are valid but do not cover this request (a user token naming another user)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class ServerUnavailableError(ConvsearchError):
+    """The server that owns the data directory did not answer."""
+
+    code = "server_unavailable"
+    http_status = 503
+    exit_code = 12
+
+
+class StorageFullError(ConvsearchError):
+    """The disk (or a file size limit) is full: the write failed and its transaction rolled back."""
+
+    code = "storage_full"
+    http_status = 507
+    exit_code = 11
+
+
+_FULL_ERRNOS = frozenset({28, 27, 122})  # ENOSPC, EFBIG, EDQUOT
+_FULL_WORDS = ("no space left", "file too large", "disk quota")
+
+
+def storage_error(exc: BaseException) -> StorageFullError | None:
+    """A full disk as a clear error (from an OSError or DuckDB's IOException text); None for anything else."""
+    text = str(exc).lower()
+    if getattr(exc, "errno", None) in _FULL_ERRNOS or any(word in text for word in _FULL_WORDS):
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return StorageFullError(f"the disk is full ({first}): free some space, then retry; "
+                                "the failed write was not stored")
+    return None

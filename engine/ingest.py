@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
-from engine.errors import InvalidInputError, OutOfOrderError
+from engine.errors import InvalidInputError, InvalidTimestampError, OutOfOrderError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store import Store
+from engine.text_rules import surrogate_problem
 from engine.timeline import Timeline, conversation_id_for
-from engine.timeutil import local_day, to_utc, utcnow, zone
+from engine.timeutil import local_day, message_time_problem, to_utc, utcnow, zone
 
 __all__ = ["Ingestor", "MAX_MESSAGE_CHARS"]
 
@@ -32,10 +33,16 @@ class _ConversationState:
 
 
 class Ingestor:
-    def __init__(self, store: Store, *, idle_timeout: timedelta, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, store: Store, *, idle_timeout: timedelta, clock: Callable[[], datetime] = utcnow,
+                 future_tolerance: timedelta = timedelta(days=1)) -> None:
         self.store = store
         self.idle_timeout = idle_timeout
         self.clock = clock
+        self.future_tolerance = future_tolerance
+
+    def time_problem(self, moment: datetime) -> str | None:
+        """Why an aware UTC message time cannot be stored now (None when it can)."""
+        return message_time_problem(moment, self.clock(), self.future_tolerance)
 
     def add_messages(self, user_id: str, messages: Sequence[NewMessage], *, thread_id: str | None = None,
                      as_conversation: str | None = None) -> IngestResult:
@@ -48,12 +55,15 @@ class Ingestor:
         user = self.store.get_user(user_id)
         tz = zone(user.timezone)
         now = self.clock()
+        checked = [self._in_utc(m, i, tz, now) for i, m in enumerate(checked)]
         with self.store.db.transaction():
             thread = (self.store.get_thread(thread_id, user_id=user_id) if thread_id
                       else self.store.continuous_thread(user_id))
             fresh, duplicates = self._new_only(user_id, thread.thread_id, checked)
             last_seq, last_at = self.store.thread_tail(thread.thread_id)
-            stamped = [replace(m, created_at=to_utc(m.created_at, tz) if m.created_at else now) for m in fresh]
+            # no created_at: now, or the thread's last time when that is later (a clock a little ahead)
+            default_at = max(now, to_utc(last_at)) if last_at is not None else now
+            stamped = [m if m.created_at else replace(m, created_at=default_at) for m in fresh]
             _check_order(stamped, last_at)
             placed, ended = self._place(user_id, thread.thread_id, stamped, last_seq, tz, as_conversation is not None)
             self.store.insert_messages(placed)
@@ -68,6 +78,17 @@ class Ingestor:
             opened_days=tuple(opened), ended_conversations=tuple(ended),
         )
 
+    def _in_utc(self, message: NewMessage, index: int, tz, now: datetime) -> NewMessage:
+        """created_at in aware UTC (naive: the user's zone), refused when out of range."""
+        if message.created_at is None:
+            return message
+        field = f"message {index}: created_at"
+        at = to_utc(message.created_at, tz, field=field)
+        problem = message_time_problem(at, now, self.future_tolerance)
+        if problem:
+            raise InvalidTimestampError(f"{field} {problem}")
+        return replace(message, created_at=at)
+
     def end_conversation(self, thread_id: str, reason: str) -> str | None:
         """Explicitly end the open conversation; the next message starts a new one."""
         found = self.store.timeline.last_conversation(thread_id)
@@ -76,6 +97,10 @@ class Ingestor:
         conversation = found[0]
         self.store.timeline.end_conversation(conversation.conversation_id, conversation.last_message_at, reason)
         return conversation.conversation_id
+
+    def fresh(self, user_id: str, thread_id: str, messages: list[NewMessage]) -> list[NewMessage]:
+        """The messages not stored yet (by id or external id), as an ingest would append them."""
+        return self._new_only(user_id, thread_id, messages)[0]
 
     def _new_only(self, user_id: str, thread_id: str, messages: list[NewMessage]) -> tuple[list[NewMessage], list[str]]:
         """Drop messages already stored (same id or external id) and repeats within the batch."""
@@ -191,6 +216,10 @@ def _validated(message: NewMessage, index: int) -> NewMessage:
         raise InvalidInputError(f"message {index}: content over {MAX_MESSAGE_CHARS} characters: split it")
     if "\x00" in message.content:
         raise InvalidInputError(f"message {index}: content holds a NUL character: remove it")
+    for name in ("content", "speaker", "message_id", "external_id"):
+        value = getattr(message, name)
+        if isinstance(value, str) and surrogate_problem(value):
+            raise InvalidInputError(f"message {index}: {name} {surrogate_problem(value)}")
     for name in ("message_id", "external_id"):
         value = getattr(message, name)
         if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 256):
@@ -199,12 +228,16 @@ def _validated(message: NewMessage, index: int) -> NewMessage:
 
 
 def _check_order(messages: list[NewMessage], last_at: datetime | None) -> None:
-    previous = None if last_at is None else to_utc(last_at)
+    stored = None if last_at is None else to_utc(last_at)
+    previous = stored
     for index, m in enumerate(messages):
         if previous is not None and m.created_at < previous:
+            if index == 0:
+                raise OutOfOrderError(
+                    f"message {index} at {m.created_at.isoformat()} is older than the thread's last stored message "
+                    f"({stored.isoformat()}): threads are appended in time order; send it with a later created_at "
+                    "(or none: now), or put older history in a thread of its own (thread_id)")
             raise OutOfOrderError(
                 f"message {index} at {m.created_at.isoformat()} is older than the message before it "
-                f"({previous.isoformat()}): threads are appended in time order; sort the batch by created_at, "
-                "or put older history in a thread of its own"
-            )
+                f"({previous.isoformat()}): threads are appended in time order; sort the batch by created_at")
         previous = m.created_at

@@ -10,7 +10,6 @@ so every list here leaves them out; `get_message` still opens one by its id.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +29,9 @@ from engine.navigation_results import (
 )
 from engine.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc
 from engine.store import Store, continuous_thread_id
+from engine.text_rules import check_text, check_unit_interval
 from engine.timeutil import parse_timestamp, utcnow, zone
+from engine.validation import whole_number
 
 __all__ = [
     "Navigator",
@@ -70,9 +71,11 @@ class Navigator:
         self.clock = clock
 
     # By id -----------------------------------------------------------------------------------
-    def get_message(self, user_id: str, message_id: str) -> MessageView:
+    def get_message(self, user_id: str, message_id: str, *, offset: int = 0) -> MessageView:
+        """The message, its text from character `offset` (to page through a long one)."""
+        offset = _whole("offset", offset, maximum=None)
         self.store.get_user(user_id)
-        return message_view(self.store.get_message(message_id, user_id=user_id))
+        return message_view(self.store.get_message(message_id, user_id=user_id), offset)
 
     def get_day(self, user_id: str, day_segment_id: str) -> DayView:
         """The day's summary (None until summarised) and its turns' ids in order."""
@@ -129,7 +132,7 @@ class Navigator:
                      before_ratio: float = 0.5, thread_id: str | None = None) -> TurnsAround:
         """`int(count * ratio)` turns before the moment and the rest at or after it, in order.
 
-        The ratio is clamped to [0, 1]. When history has fewer turns on one side, that side is
+        The ratio is a number from 0 to 1. When history has fewer turns on one side, that side is
         short and the other is NOT topped up: the window's shape depends only on the arguments.
         """
         count = _whole("count", count)
@@ -192,6 +195,7 @@ class Navigator:
         offset of its first match: `%`, `_`, quotes and regex syntax are plain text."""
         if not isinstance(text, str) or not text:
             raise InvalidInputError("substring search needs a non-empty text to look for")
+        check_text("text", text)
         limit = _whole("limit", limit, minimum=1)
         _, thread = self._scope(user_id, thread_id)
         # strpos on a bound parameter: never a LIKE pattern or a regex, so nothing needs escaping.
@@ -288,21 +292,13 @@ class Navigator:
 
 
 def _whole(name: str, value: object, *, minimum: int = 0, maximum: int | None = MAX_LIMIT) -> int:
-    """A whole number in range, or an error saying which argument and what is allowed."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise InvalidInputError(f"{name} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidInputError(f"{name} must be at most {maximum}, got {value}: page through instead")
-    return value
+    """A whole number in range (at most MAX_LIMIT unless told otherwise)."""
+    return whole_number(name, value, minimum=minimum, maximum=maximum, too_big=": page through instead")
 
 
 def _ratio(value: object) -> float:
-    """Clamped to [0, 1] so any number gives a sensible window; NaN has no sensible meaning."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidInputError(f"before_ratio must be a number between 0 and 1, got {value!r}")
-    return min(1.0, max(0.0, float(value)))
+    """A share of the window: 2 or -1 is a mistake to report, not to clamp silently."""
+    return check_unit_interval("before_ratio", value)
 
 
 def _moment(timestamp: str | datetime, user: User) -> datetime:

@@ -22,6 +22,9 @@ __all__ = [
 ]
 
 
+VIEW_CAP_CHARS = 20_000  # characters of one message a view returns (as much as the index reads)
+
+
 @dataclass(frozen=True, slots=True)
 class MessageView:
     message_id: str
@@ -35,6 +38,9 @@ class MessageView:
     tools_used: tuple[str, ...]
     thread_id: str
     day_segment_id: str  # so a caller can open the message's day with get_day
+    content_chars: int = 0  # the whole text's length: content is a page of it, VIEW_CAP_CHARS at most
+    content_offset: int = 0  # where content starts in the whole text
+    content_truncated: bool = False  # more follows: get the message again with offset=content_offset+len(content)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +101,16 @@ class ConversationContext:
     turns_covered: int  # messages represented: raw turns plus summaries' non-overlapping counts
 
 
-def message_view(message: Message) -> MessageView:
+def message_view(message: Message, offset: int = 0) -> MessageView:
+    """The message with at most VIEW_CAP_CHARS of its text from `offset`: a 7 MB message must not
+    flood a model's context (or a response) ten times over; the rest is paged by offset."""
+    page = message.content[offset:offset + VIEW_CAP_CHARS]
     return MessageView(
         message_id=message.message_id, seq=message.seq, role=message.role, speaker=message.speaker,
-        content=message.content, created_at=message.created_at, day_label=message.day_label,
+        content=page, created_at=message.created_at, day_label=message.day_label,
         conversation_id=message.conversation_id, tools_used=tuple(message.tools_used),
-        thread_id=message.thread_id, day_segment_id=message.day_segment_id,
+        thread_id=message.thread_id, day_segment_id=message.day_segment_id, content_chars=len(message.content),
+        content_offset=offset, content_truncated=offset + len(page) < len(message.content),
     )
 
 

@@ -3,8 +3,9 @@
 Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at 1.0), cosine ->
 `clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) per window and per summary; each
 message of the best windows -> `own_scores` (its own line) -> `message_scores` (own, its best
-window, its covering summary) -> `apply_penalty` for messages a summary covers -> `tie_break_key`
-(score, newer day, newer message) -> `merge_summaries_first`.
+window, its covering summary, context `earned` by the own line) -> `lift_replies` (the turn
+after a strong match) -> `favour_named_speakers` -> `apply_penalty` for messages a summary covers ->
+`tie_break_key` (score, newer day, newer message) -> `merge_summaries_first`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ __all__ = [
     "rrf_fusion",
     "FusedScores",
     "fuse",
+    "own_lexical",
     "own_scores",
+    "earned",
     "message_scores",
+    "names_speaker",
+    "favour_named_speakers",
+    "lift_replies",
     "apply_penalty",
     "passes_floor",
     "tie_break_key",
@@ -55,6 +61,7 @@ class ScoreParts:
     window: float | None = None
     own: float | None = None
     summary: float | None = None
+    own_lexical: float | None = None  # the query weight the message's own line shares, relative (0..1)
 
     @property
     def final(self) -> float:
@@ -154,6 +161,13 @@ def fuse(raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, *, mod
     return FusedScores(vector, has_vec, lexical, raw, np.asarray(fused, dtype=np.float64), vec_rank, lex_rank, how)
 
 
+def own_lexical(shared: np.ndarray) -> np.ndarray:
+    """The query weight (idf) each line shares, relative to the best line's: 0..1."""
+    shared = np.asarray(shared, dtype=np.float64)
+    top = float(shared.max()) if len(shared) else 0.0
+    return shared / top if top > 0 else np.zeros_like(shared)
+
+
 def own_scores(cosine: np.ndarray, shared: np.ndarray, *, mode: str, vector_weight: float,
                lexical_weight: float) -> np.ndarray:
     """How well each message's own line matches: its cosine and the query weight (idf) it shares.
@@ -162,9 +176,7 @@ def own_scores(cosine: np.ndarray, shared: np.ndarray, *, mode: str, vector_weig
     vector (NaN cosine) is scored lexically, as a window without one is. RRF has no score for a
     single line, so hybrid modes blend the two with the weighted-fusion weights.
     """
-    shared = np.asarray(shared, dtype=np.float64)
-    top = float(shared.max()) if len(shared) else 0.0
-    lexical = shared / top if top > 0 else np.zeros_like(shared)
+    lexical = own_lexical(shared)
     cosine = np.asarray(cosine, dtype=np.float64)
     vector = clamp_vector(np.nan_to_num(cosine, nan=0.0))
     if mode == "lexical":
@@ -173,18 +185,60 @@ def own_scores(cosine: np.ndarray, shared: np.ndarray, *, mode: str, vector_weig
     return np.where(np.isnan(cosine), lexical, vector if mode == "vector" else blended)
 
 
+def earned(context: np.ndarray, own: np.ndarray, cap: float) -> np.ndarray:
+    """Context (window, summary) counts at most `cap` times the message's own match.
+
+    Context re-orders messages that match; it never lifts one whose own line matches nothing
+    ("Good night, Alice." in the window that holds the decision must not rank with it).
+    """
+    context = np.asarray(context, dtype=np.float64)
+    return context if np.isinf(cap) else np.minimum(context, cap * np.asarray(own, dtype=np.float64))
+
+
 def message_scores(window: np.ndarray, own: np.ndarray, summary: np.ndarray, *, own_weight: float,
-                   summary_weight: float) -> np.ndarray:
+                   summary_weight: float, context_cap: float = np.inf) -> np.ndarray:
     """A message's score: its own match blended with its best window's, then with its summary's.
 
     The window lends context (the question a reply answers shares the query's words); the summary
-    covering the message lends the topic of its day or conversation. `summary` is NaN where none
-    covers the message: the blend then stands alone, so a message not yet summarised is not demoted.
+    covering the message lends the topic of its day or conversation; both only as far as the
+    message `earned` them. `summary` is NaN where none covers the message: the blend then stands
+    alone, so a message not yet summarised is not demoted.
     """
-    base = (1.0 - own_weight) * np.asarray(window, dtype=np.float64) + own_weight * np.asarray(own, dtype=np.float64)
+    own = np.asarray(own, dtype=np.float64)
+    base = (1.0 - own_weight) * earned(window, own, context_cap) + own_weight * own
     summary = np.asarray(summary, dtype=np.float64)
-    with_summary = (1.0 - summary_weight) * base + summary_weight * np.nan_to_num(summary)
+    lent = earned(np.nan_to_num(summary), own, context_cap)
+    with_summary = (1.0 - summary_weight) * base + summary_weight * lent
     return np.where(np.isnan(summary), base, with_summary)
+
+
+def names_speaker(query_words: frozenset[str], speaker: str | None) -> bool:
+    """Whether the query names this speaker: every word of the name is a word of the query."""
+    words = speaker.casefold().split() if speaker else []
+    return bool(words) and all(w in query_words for w in words)
+
+
+def favour_named_speakers(scores: np.ndarray, named: np.ndarray, *, other_weight: float) -> np.ndarray:
+    """When the query names a participant, the turns of the others weigh `other_weight`.
+
+    "What did Caroline research?" asks about Caroline's turns; the name is in every one of her
+    lines and in many of the others', so words alone do not tell them apart.
+    """
+    scores, named = np.asarray(scores, dtype=np.float64), np.asarray(named, dtype=bool)
+    return np.where(named, scores, other_weight * scores) if named.any() else scores
+
+
+def lift_replies(scores: np.ndarray, previous: np.ndarray, *, lift: float) -> np.ndarray:
+    """A turn scores at least `lift` times the turn right before it (`previous`: its index, -1: none).
+
+    The turn that matches a question is often the other speaker's question or the setup; the
+    evidence is the reply ("another rejection..." -> "I won't let it slow me down").
+    """
+    scores, previous = np.asarray(scores, dtype=np.float64), np.asarray(previous, dtype=np.int64)
+    if not len(scores) or lift <= 0:
+        return scores
+    before = np.where(previous >= 0, scores[np.maximum(previous, 0)], 0.0)
+    return np.maximum(scores, lift * before)
 
 
 def apply_penalty(covered: bool, penalty: float) -> float:
@@ -193,8 +247,12 @@ def apply_penalty(covered: bool, penalty: float) -> float:
 
 
 def passes_floor(parts: ScoreParts, min_score: float | None) -> bool:
-    """A minimum score never drops a strong keyword hit (peers lost exact ids this way)."""
-    return min_score is None or parts.final >= min_score or parts.lexical >= STRONG_LEXICAL
+    """A minimum score never drops a strong keyword hit (peers lost exact ids this way).
+
+    For a message the keyword must be on its own line, not elsewhere in its window.
+    """
+    keyword = parts.lexical if parts.own_lexical is None else parts.own_lexical
+    return min_score is None or parts.final >= min_score or keyword >= STRONG_LEXICAL
 
 
 def tie_break_key(score: float, day_label: date | None, order: float) -> tuple[float, int, float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from engine.models import Conversation, DaySegment, Message, Summary, Thread, User
 
@@ -51,7 +51,12 @@ def naive_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=None)
 
 
+@overload
+def aware(value: datetime) -> datetime: ...
+@overload
+def aware(value: None) -> None: ...
 def aware(value: datetime | None) -> datetime | None:
+    """A stored timestamp as aware UTC (None stays None: a nullable column)."""
     return None if value is None else value.replace(tzinfo=timezone.utc)
 
 

@@ -36,6 +36,8 @@ class SearchHit:
     summary_id: str | None = None
     summary_kind: str | None = None
     parts: ScoreParts | None = None  # only with explain=True
+    started_at: datetime | None = None  # summary hits: when the first and last messages they cover were written
+    ended_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,6 +19,8 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime) and value.utcoffset() == timedelta(0):
+        return value.isoformat().removesuffix("+00:00") + "Z"  # as the HTTP models write it: one form everywhere
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, Path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -90,7 +90,8 @@ class Store:
         self.get_user(user_id)
         thread_id = continuous_thread_id(user_id)
         if not self.db.execute("SELECT 1 FROM threads WHERE thread_id = ?", [thread_id]):
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
@@ -101,7 +102,8 @@ class Store:
         if rows and rows[0][0] != user_id:
             raise InvalidInputError(f"thread id {thread_id!r} is taken: choose another thread id")
         if not rows:
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:
@@ -132,7 +134,7 @@ class Store:
     # Messages --------------------------------------------------------------------------------
     def insert_messages(self, messages: Sequence[Message]) -> None:
         """Append a batch in one Arrow insert (callers hold the transaction)."""
-        columns = {name: [] for name in _MESSAGE_SCHEMA.names}
+        columns: dict[str, list[Any]] = {name: [] for name in _MESSAGE_SCHEMA.names}
         try:
             for m in messages:
                 for name, value in (
@@ -195,23 +197,6 @@ class Store:
             params.append(limit)
         return [message_from_row(r) for r in self.db.execute(sql, params)]
 
-    def messages_between_times(self, thread_id: str, *, start: datetime | None = None, end: datetime | None = None,
-                               limit: int | None = None, newest_first: bool = False) -> list[Message]:
-        """Messages with start <= created_at < end, ordered by seq (or newest first)."""
-        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?"
-        params: list[object] = [thread_id]
-        if start is not None:
-            sql += " AND created_at >= ?"
-            params.append(naive_utc(start))
-        if end is not None:
-            sql += " AND created_at < ?"
-            params.append(naive_utc(end))
-        sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [message_from_row(r) for r in self.db.execute(sql, params)]
-
     def substring_search(self, thread_id: str, needle: str, *, limit: int = 100) -> list[Message]:
         """Case-insensitive substring match; the needle is a parameter, never a pattern."""
         rows = self.db.execute(
@@ -229,6 +214,24 @@ class Store:
         rows = self.db.execute("SELECT message_id, user_id FROM messages WHERE list_contains(?, message_id)", [ids])
         return dict(rows)
 
+    def stored_contents(self, thread_id: str, message_ids: Sequence[str],
+                        external_ids: Sequence[str]) -> dict[str, tuple[str, int, str]]:
+        """message_id and external_id -> (message_id, seq, content) of the thread's messages among those ids."""
+        rows = self.db.execute(
+            "SELECT message_id, external_id, seq, content FROM messages WHERE thread_id = ? "
+            "AND (list_contains(?, message_id) OR list_contains(?, external_id))",
+            [thread_id, list(message_ids), list(external_ids)])
+        found: dict[str, tuple[str, int, str]] = {}
+        for message_id, external_id, seq, content in rows:
+            found[message_id] = (message_id, int(seq), content)
+            if external_id:
+                found[external_id] = (message_id, int(seq), content)
+        return found
+
+    def replace_content(self, message_id: str, content: str) -> None:
+        """A re-imported message's new text (same id, seq and time); the caller re-indexes it."""
+        self.db.execute("UPDATE messages SET content = ? WHERE message_id = ?", [content, message_id])
+
     def existing_external_ids(self, thread_id: str, external_ids: Iterable[str]) -> set[str]:
         ids = [e for e in external_ids if e]
         if not ids:
@@ -238,19 +241,17 @@ class Store:
         )
         return {r[0] for r in rows}
 
-    def message_ids_by_external(self, thread_id: str, external_ids: Sequence[str]) -> dict[str, str]:
-        rows = self.db.execute(
-            "SELECT external_id, message_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)",
-            [thread_id, list(external_ids)],
-        )
-        return dict(rows)
-
     def delete_messages(self, message_ids: Sequence[str]) -> None:
         """Remove messages (callers also fix derived records: see engine.deletion)."""
         if message_ids:
             self.db.execute("DELETE FROM messages WHERE list_contains(?, message_id)", [list(message_ids)])
 
     # Stats -----------------------------------------------------------------------------------
+    def message_count(self, thread_id: str) -> int:
+        """Turns stored in the thread (engine notes not counted)."""
+        rows = self.db.execute("SELECT count(*) FROM messages WHERE thread_id = ? AND kind = 'turn'", [thread_id])
+        return int(rows[0][0])
+
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Row counts per table, optionally for one user."""
         counts: dict[str, int] = {}

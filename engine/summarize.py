@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 import httpx
 
 from engine.config import Settings
-from engine.errors import ConvsearchError, InvalidInputError
+from engine.errors import InvalidInputError, SummarizerError
 from engine.models import Message
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "split_sentences",
     "section_text",
     "clamp_title",
+    "word_count",
 ]
 
 log = logging.getLogger("convsearch.summarize")
@@ -41,6 +42,7 @@ NONE_NOTED = "- none noted"
 MAX_QUOTE_WORDS = 30
 MAX_BULLETS = 5
 TITLE_WORDS = (5, 8)
+SUMMARY_SENTENCES = 2  # informative sentences quoted under Summary besides the opening request
 
 
 class Summarizer(Protocol):
@@ -53,22 +55,18 @@ class Summarizer(Protocol):
         ...
 
 
-class SummarizerError(ConvsearchError):
-    """The configured LLM summarizer failed (unreachable, HTTP error, unreadable answer)."""
-
-    code = "summarizer_unavailable"
-    http_status = 503
-
-
 # Text helpers ------------------------------------------------------------------------------------
 _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
-_LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#]+|\d+[.)])\s*")
+# after . ! ? … with white space; after CJK full stops with or without it
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#・•]+|\d+[.)])\s*")
 _WORD = re.compile(r"[\w'-]+", re.U)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _STOPWORDS = frozenset(
     "a an and are as at be but by can could do does for from had has have how i if in into is it its "
     "just let me my no not of on or our so that the their them then there these this to up was we "
     "what when where which who why will with would you your yes ok okay about also should shall "
+    "since because while before after than very really "
     "le la les un une des du de et est en que qui pour pas sur dans avec ce cette ces je tu il elle "
     "nous vous ils on mais ou donc au aux se sa son ses mon ma mes ton ta tes plus très bien".split()
 )
@@ -79,7 +77,7 @@ def _normalise(text: str) -> str:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text`, code blocks removed, list markers stripped (lines never join)."""
+    """Sentences of `text` (CJK full stops too), code blocks removed, list markers stripped (lines never join)."""
     sentences: list[str] = []
     for line in _CODE_FENCE.sub(" ", _normalise(text)).splitlines():
         line = _LIST_PREFIX.sub("", line).strip()
@@ -87,16 +85,31 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+def word_count(text: str) -> int:
+    """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
+    cjk = len(_CJK.findall(text))
+    return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
+
+
 def _content_words(text: str) -> list[str]:
-    return [w for w in (t.lower().strip("'-") for t in _WORD.findall(text)) if len(w) > 2 and w not in _STOPWORDS]
+    """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
+    words: list[str] = []
+    for token in (t.lower().strip("'-") for t in _WORD.findall(text)):
+        if _CJK.search(token):
+            words += [token[i:i + 2] for i in range(max(len(token) - 1, 1))]
+        elif len(token) > 2 and token not in _STOPWORDS:
+            words.append(token)
+    return words
 
 
 def _quote(sentence: str) -> str:
-    """A short quote: at most MAX_QUOTE_WORDS words, ending in punctuation."""
+    """A short quote: at most MAX_QUOTE_WORDS words (2 CJK characters a word), ending in punctuation."""
     words = sentence.split()
     if len(words) > MAX_QUOTE_WORDS:
         return " ".join(words[:MAX_QUOTE_WORDS]) + " …"
-    return sentence if sentence[-1] in ".!?…" else sentence + "."
+    if len(sentence) > 2 * MAX_QUOTE_WORDS and word_count(sentence) > MAX_QUOTE_WORDS:
+        return sentence[: 2 * MAX_QUOTE_WORDS] + "…"
+    return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
 
 
 def section_text(markdown: str, heading: str) -> str:
@@ -105,11 +118,19 @@ def section_text(markdown: str, heading: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+_TRAILING = frozenset("since because while when where which who that and or but so to of for with as if".split())
+
+
 def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
-    """A 5-8 word title: cut at 8 words, padded from `fallback_words` up to 5."""
-    words = [w.strip(".,;:!?\"'`()[]*#") for w in _normalise(text).split()]
+    """A 5-8 word title: cut at 8 words (at a clause end when one falls within 5-8), padded from
+    `fallback_words` up to 5."""
+    if _CJK.search(text) and word_count(text) >= TITLE_WORDS[0]:  # no spaces: cut by characters, 2 a word
+        return text.strip().rstrip("。！？、.!?")[: 2 * TITLE_WORDS[1] + 1]
+    clause = re.split(r"[,;:(—–]| - ", _normalise(text))
+    base = clause[0] if len(clause) > 1 and TITLE_WORDS[0] <= len(clause[0].split()) <= TITLE_WORDS[1] else text
+    words = [w.strip(".,;:!?\"'`()[]*#。！？、") for w in _normalise(base).split()]
     words = [w for w in words if w][: TITLE_WORDS[1]]
-    while len(words) > TITLE_WORDS[0] and words[-1].lower() in _STOPWORDS:
+    while len(words) > TITLE_WORDS[0] and (words[-1].lower() in _STOPWORDS or words[-1].lower() in _TRAILING):
         words.pop()  # "Set up DuckDB for the" reads as cut off
     for extra in [*fallback_words, "general", "conversation", "notes", "and", "follow-ups"]:
         if len(words) >= TITLE_WORDS[0]:
@@ -121,20 +142,30 @@ def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
 
 
 # Extractive ----------------------------------------------------------------------------------
-_STRONG_OPEN = re.compile(r"\b(todo|to-do|not sure|unsure|tbd|open question|pas sûr|pas sure|à voir|a voir)\b", re.I)
+# Cues, English, French and Japanese (the languages the tokenizer handles). Each rule is written once here.
+_QUESTION = re.compile(r"[?？]\s*$")
+_STRONG_OPEN = re.compile(
+    r"\b(todo|to-do|not sure|unsure|tbd|open question|still open|to be decided|pas sûr|pas sure|à voir|a voir|"
+    r"reste à|on verra)\b|未定|検討中", re.I)
 _DECISION = re.compile(
-    r"\b(we'll|we will go|we will use|decided|decide to|let's go with|let's use|going with|(?:we|i) chose|settled on|"
-    r"on part sur|on va partir sur|décidé|decidé|on choisit|on garde)\b", re.I)
-_WEAK_OPEN = re.compile(r"\b(later|plus tard|on verra|revisit)\b", re.I)
-_GOAL = re.compile(
-    r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|je veux|"
-    r"je voudrais|j'aimerais|objectif|besoin de|il faut)\b", re.I)
+    r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"  # noqa: E501
+    r"take|pick|do)|agreed|we agree|final answer|settled on|(?:we|i)(?:'ve| have)? (?:chose|chosen|picked|booked|"
+    r"reserved|bought|signed|approved)|on part sur|on va partir sur|décidé|décision prise|decidé|on choisit|on prend|"
+    r"c'est validé|on garde|d'accord pour)\b|^decision\b|^\S+(?: \S+)? it is[.!]?$|に決め|決定|予約しました|にします", re.I)
 _NEXT = re.compile(
-    r"\b(next|tomorrow|will|plan to|planning to|going to|ensuite|demain|prochaine étape|je vais)\b", re.I)
+    r"\b(i'll|i will|we'll|we will|i'm going to|we're going to|i am going to|let me|next step|next,|then i|"
+    r"tomorrow i|plan to|planning to|remind me to|je vais|on va|nous allons|demain|ensuite|prochaine étape)\b|"
+    r"^(?:then |first |also |please |just |now )?(?:add|book|bring|call|check|confirm|create|document|email|fix|"
+    r"install|move|note|order|pack|plan|prepare|remove|rename|review|run|schedule|send|switch|test|try|update|"
+    r"upgrade|verify|write|ask|buy|cancel|tell|keep|start|ajoute|vérifie|envoie|prévois|pense à)\b|予定|つもり",
+    re.I)
+_GOAL = re.compile(
+    r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|have to|must|je veux|"
+    r"je voudrais|j'aimerais|objectif|besoin de|il faut|je dois)\b|したい|たいです", re.I)
 _FILLER = re.compile(
-    r"^(hi|hello|hey|bonjour|salut|ok|okay|so|please|can you|could you|would you|help me|i'd like to|"
-    r"i would like to|i want to|i need to|let's|we need to|je voudrais|je veux|peux-tu|pouvez-vous|"
-    r"est-ce que tu peux|aide-moi à|to)\b[\s,!.:]*", re.I)
+    r"^(hi|hello|hey|morning|good morning|bonjour|salut|ok|okay|so|well|please|can you|could you|would you|"
+    r"help me|i'd like to|i would like to|i want to|i need to|let's|we need to|je voudrais|je veux|peux-tu|"
+    r"pouvez-vous|est-ce que tu peux|aide-moi à|remind me|to)\b[\s,!.:]*", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +189,7 @@ def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
         for text in split_sentences(m.content):
-            if len(text.split()) >= 3 and any(c.isalpha() for c in text):
+            if word_count(text) >= 3 and any(c.isalpha() for c in text):
                 out.append(_Sentence(text, _speaker(m), index, m.role))
     return out
 
@@ -173,18 +204,16 @@ def _answered(question: _Sentence, messages: Sequence[Message], words_of: Sequen
 
 
 def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> str | None:
-    """The one section a sentence belongs to, strongest cue first."""
+    """The one section a sentence belongs to: a question is an open loop while unanswered and never
+    a decision; then explicit uncertainty, decisions, next steps (first-person future, imperatives),
+    goals."""
     text = sentence.text
-    if _STRONG_OPEN.search(text):
-        return "Open loops"
-    if _DECISION.search(text):
-        return "Decisions"
-    if (text.endswith("?") and not _answered(sentence, messages, words_of)) or _WEAK_OPEN.search(text):
-        return "Open loops"
-    if _GOAL.search(text):
-        return "Goals"
-    if _NEXT.search(text):
-        return "Next steps"
+    if _QUESTION.search(text):
+        return None if _answered(sentence, messages, words_of) else "Open loops"
+    for name, cue in (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT),
+                      ("Goals", _GOAL)):
+        if cue.search(text):
+            return name
     return None
 
 
@@ -197,18 +226,30 @@ def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: in
 
     def score(s: _Sentence) -> float:
         words = set(_content_words(s.text))
-        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(len(s.text.split()) + 1)
+        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(word_count(s.text) + 1)
 
     ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))[:k]
     return [sentences[i] for i in sorted(ranked)]
 
 
 def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
-    return next((s for s in sentences if s.role == "user"), sentences[0] if sentences else None)
+    """The user's first sentence that says something (not "Morning!" or "Back after lunch.")."""
+    said = [s for s in sentences if len(_content_words(_strip_filler(s.text))) >= 3]
+    return next((s for s in said if s.role == "user"), said[0] if said else (sentences[0] if sentences else None))
+
+
+def _strip_filler(text: str) -> str:
+    previous = None
+    while previous != text:  # strip "Hi, can you please help me ..." layer by layer
+        previous, text = text, _FILLER.sub("", text.strip(), count=1)
+    return text
 
 
 class ExtractiveSummarizer:
     """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
+
+    def __init__(self, summary_sentences: int = SUMMARY_SENTENCES) -> None:
+        self.summary_sentences = summary_sentences  # besides the opening request
 
     def summarize(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
@@ -219,7 +260,7 @@ class ExtractiveSummarizer:
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
             sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")
-        for s in _informative(rest, words_of, 2):
+        for s in _informative(rest, words_of, self.summary_sentences):
             sections["Summary"].append(f"{s.speaker}: {_quote(s.text)}")
         seen: set[str] = set()
         for s in sentences:
@@ -232,11 +273,8 @@ class ExtractiveSummarizer:
     def title(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
         first = _first_request(_sentences(turns))
-        base = first.text if first is not None else ""
-        previous = None
-        while previous != base:  # strip "Hi, can you please help me ..." layer by layer
-            previous, base = base, _FILLER.sub("", base.strip(), count=1)
-        keywords = Counter(w for m in turns for w in _content_words(m.content))
+        base = _strip_filler(first.text) if first is not None else ""
+        keywords = Counter(w for m in turns for w in _content_words(m.content) if not _CJK.search(w))
         ranked = [w for w, _ in sorted(keywords.items(), key=lambda kv: (-kv[1], kv[0]))]
         if not base and not ranked:
             return "Untitled conversation with no content yet"

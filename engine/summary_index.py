@@ -7,7 +7,6 @@ than keeping an ANN graph; the vectors come from the same cache as the windows'.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import threading
 from dataclasses import dataclass
 from typing import Sequence
@@ -16,6 +15,7 @@ import numpy as np
 
 from engine.models import Summary
 from indexers.bm25 import Bm25Index
+from indexers.embedding_cache import content_hash
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text"]
@@ -110,9 +110,6 @@ class SummaryIndex:
         summaries = tuple(entry.summaries[i] for i in labels) if filtered else entry.summaries
         return SummaryMatches(summaries, raw, matched, cosine, entry.spans.take(labels) if filtered else entry.spans)
 
-    def summaries_of(self, user_id: str) -> tuple[Summary, ...]:
-        return self._entry(user_id, with_vectors=False).summaries
-
     def coverage(self, user_id: str) -> "Coverage":
         """Which messages the user's summaries cover, for the search penalty (built once per change)."""
         return self._entry(user_id, with_vectors=False).coverage
@@ -138,7 +135,7 @@ class SummaryIndex:
             bm25.add(list(range(len(summaries))), [self.pipeline.tokenizer.tokenize(t) for t in texts])
         vectors = None
         if with_vectors and self.pipeline.embedder is not None and summaries:
-            hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+            hashes = [content_hash(t) for t in texts]
             vectors, _ = self.pipeline.cached_vectors(user_id, hashes, texts)
         return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries), Spans.of(summaries),
                       np.arange(len(summaries), dtype=np.int64))

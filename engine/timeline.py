@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -48,7 +48,7 @@ class Timeline:
         first_seq, last_seq, ended_at, end_reason)."""
         names = ("conversation_id", "thread_id", "user_id", "ordinal", "started_at", "last_message_at",
                  "first_seq", "last_seq", "ended_at", "end_reason")
-        columns = list(zip(*rows)) if rows else [[] for _ in names]
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
         types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.timestamp("us"), pa.timestamp("us"),
                  pa.int64(), pa.int64(), pa.timestamp("us"), pa.string())
         times = {"started_at", "last_message_at", "ended_at"}

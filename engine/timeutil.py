@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.errors import InvalidInputError, InvalidTimestampError, UnknownTimezoneError
 
-__all__ = ["ACCEPTED_FORMS", "parse_timestamp", "parse_day", "zone", "to_utc", "utcnow", "local_day"]
+__all__ = ["ACCEPTED_FORMS", "TIME_FLOOR", "parse_timestamp", "read_iso", "parse_day", "zone", "to_utc", "utcnow",
+           "local_day", "message_time_problem"]
+
+# No conversation message predates the Unix epoch: an earlier time is a unit or parsing mistake.
+TIME_FLOOR = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 ACCEPTED_FORMS = (
     "ISO 8601: '2024-05-01', '2024-05-01T13:45', '2024-05-01T13:45:30', "
@@ -38,32 +42,65 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def to_utc(value: datetime, tz: ZoneInfo | None = None) -> datetime:
-    """An aware UTC datetime; a naive one is read in `tz` (UTC when None)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=tz or timezone.utc)
+def to_utc(value: datetime, tz: ZoneInfo | None = None, *, field: str = "timestamp") -> datetime:
+    """An aware UTC datetime; a naive one is read in `tz` (UTC when None).
+
+    A naive time the clocks skip (inside a daylight-saving gap) is refused: there is no right
+    reading of it. A repeated one (the hour after the clocks go back) is its first occurrence.
+    """
     try:
+        if value.tzinfo is None:
+            if tz is not None and _in_gap(value, tz):
+                raise InvalidTimestampError(
+                    f"{field} {value.isoformat()} does not exist in {getattr(tz, 'key', tz)} (the clocks skip it "
+                    f"for daylight saving time): give it with a UTC offset, e.g. '{value.replace(tzinfo=tz).isoformat()}'")
+            value = value.replace(tzinfo=tz or timezone.utc)
         return value.astimezone(timezone.utc)
-    except OverflowError:  # datetime.max at -12:00 has no UTC form (a datetime handed in by a Python caller)
-        raise InvalidTimestampError(f"timestamp {value.isoformat()} is out of range; accepted: {ACCEPTED_FORMS}") from None
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it, datetime.max at -12:00
+        raise InvalidTimestampError(f"{field} {value.isoformat()} is out of range: use a time between "
+                                    f"{TIME_FLOOR.year} and now, with its UTC offset if not in the user's zone") from None
 
 
-def parse_timestamp(value: str | datetime | date, tz: ZoneInfo | None = None) -> datetime:
-    """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`."""
-    if isinstance(value, datetime):
-        return to_utc(value, tz)
-    if isinstance(value, date):
-        return to_utc(datetime(value.year, value.month, value.day), tz)
+def _in_gap(naive: datetime, tz: ZoneInfo) -> bool:
+    """True when the wall-clock time never happens in `tz` (it does not survive a round trip)."""
+    there = naive.replace(tzinfo=tz).astimezone(timezone.utc).astimezone(tz)
+    return there.replace(tzinfo=None) != naive
+
+
+def read_iso(value: str, *, field: str = "timestamp") -> datetime:
+    """An ISO 8601 string as a datetime, naive when it carries no offset (read later in the user's zone)."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidTimestampError(f"timestamp {value!r} is not a string; accepted: {ACCEPTED_FORMS}")
+        raise InvalidTimestampError(f"{field} {value!r} is not a string; accepted: {ACCEPTED_FORMS}")
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
-        parsed = datetime.fromisoformat(text)
+        return datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidTimestampError(f"cannot read timestamp {value!r}; accepted: {ACCEPTED_FORMS}") from None
-    return to_utc(parsed, tz)
+        raise InvalidTimestampError(f"cannot read {field} {value!r}; accepted: {ACCEPTED_FORMS}") from None
+
+
+def parse_timestamp(value: str | datetime | date, tz: ZoneInfo | None = None, *, field: str = "timestamp") -> datetime:
+    """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`."""
+    if isinstance(value, datetime):
+        return to_utc(value, tz, field=field)
+    if isinstance(value, date):
+        return to_utc(datetime(value.year, value.month, value.day), tz, field=field)
+    return to_utc(read_iso(value, field=field), tz, field=field)
+
+
+def message_time_problem(moment: datetime, now: datetime, future_tolerance: timedelta) -> str | None:
+    """Why an aware UTC message time cannot be stored (None when it can): before 1970 or too far ahead.
+
+    A far-future time would put every later message of the thread out of order, so it is refused up front.
+    """
+    if moment < TIME_FLOOR:
+        return f"{moment.isoformat()} is before {TIME_FLOOR.date().isoformat()}: check the year and the unit"
+    if moment - now > future_tolerance:
+        hours = future_tolerance.total_seconds() / 3600
+        return (f"{moment.isoformat()} is more than {hours:g} h after now ({now.isoformat(timespec='seconds')}): "
+                "send the real time, or leave it out for now (the tolerance is CONVSEARCH_FUTURE_TOLERANCE_HOURS)")
+    return None
 
 
 def parse_day(value: str | date) -> date:

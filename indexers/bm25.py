@@ -31,13 +31,14 @@ import math
 import operator
 import os
 from dataclasses import dataclass, replace
-from functools import reduce
+from functools import partial, reduce
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Sequence
 
 import numpy as np
 
+from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
@@ -53,8 +54,8 @@ _MMAPPED = frozenset({"terms", "ptr", "docs", "tfs"})
 
 @dataclass(frozen=True, slots=True)
 class Bm25Params:
-    k1: float = 1.5
-    b: float = 0.75
+    k1: float = default("bm25_k1")
+    b: float = default("bm25_b")
     epsilon: float = 0.25  # rank_bm25's floor for negative idf: epsilon * average idf
 
     def __post_init__(self) -> None:
@@ -323,7 +324,7 @@ class Bm25Index:
         arrays = {"labels": self._labels, "doc_len": self._doc_len, "df": self._df, "terms": seg.terms,
                   "ptr": seg.ptr, "docs": seg.docs, "tfs": seg.tfs}
         for name, arr in arrays.items():
-            _replace_file(directory / f"{name}.npy", lambda f, a=arr: np.save(f, a, allow_pickle=False))
+            _replace_file(directory / f"{name}.npy", partial(_save_array, arr))
         _replace_file(directory / "vocab.json", lambda f: f.write(json.dumps(self._terms).encode()))
         meta = {"format": _FORMAT, "k1": self.params.k1, "b": self.params.b, "epsilon": self.params.epsilon,
                 "n_docs": len(self), "n_terms": len(self._terms), "n_postings": seg.size}
@@ -391,6 +392,10 @@ def _inconsistencies(meta: dict[str, Any], terms: Any, a: dict[str, np.ndarray])
     if all(checks.values()):  # df must be exactly what the postings say
         checks["df"] = np.array_equal(np.bincount(np.repeat(seg_terms, np.diff(ptr)), minlength=len(terms)), a["df"])
     return [name for name, ok in checks.items() if not ok]
+
+
+def _save_array(arr: np.ndarray, f: BinaryIO) -> None:
+    np.save(f, arr, allow_pickle=False)
 
 
 def _replace_file(path: Path, write: Callable[[BinaryIO], object]) -> None:

@@ -8,17 +8,15 @@ greedily while the sum of their counts fits. WordPiece splits on whitespace, so 
 up; each window is still re-counted, and shrunk in the (pathological) case they do not.
 The next window starts `overlap_messages` before the previous end, fewer if the overlap would
 leave no room for a new message, and always at least one message later. A line that alone
-exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk; tool outputs are
-first capped to head + placeholder + tail.
+exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk pointing to its
+message. Tool outputs are indexed whole the same way (only the context payload trims them), so a
+word in the middle of a long log is as searchable as one at its ends.
 
 Restartable: a window depends only on the messages from its start up to the one after its end,
 and so does the next start. Hence for every start s of a full run, chunking only the messages
-with seq >= s yields exactly the full run's chunks from s on. The pipeline re-chunks the tail:
-
-* append: keep the last chunk's from_seq (`window_starts(chunks)[-1]`); when messages arrive,
-  re-chunk the messages with seq >= it and replace the stored chunks with from_seq >= it.
-* any change from seq d on (append or deletion): `restart_seq(chunks, d)` gives the start to
-  re-chunk from, with the same replacement (None: re-chunk the whole thread).
+with seq >= s yields exactly the full run's chunks from s on. So on append the pipeline keeps
+the last chunk's from_seq (the manifest's tail), re-chunks the messages with seq >= it and
+replaces the stored chunks with from_seq >= it.
 """
 
 from __future__ import annotations
@@ -26,18 +24,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from engine.config import default
 from engine.errors import InvalidInputError
 from engine.models import Message
+from indexers.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
-from indexers.wordpieces import TokenCounter, WordPieceCounter, cap_tool_output
-
-if TYPE_CHECKING:
-    from engine.config import Settings
+from indexers.wordpieces import TokenCounter, WordPieceCounter
 
 __all__ = [
     "MAX_WINDOW_TOKENS",
+    "INDEX_CAP_CHARS",
     "ChunkParams",
     "Chunk",
     "TokenCounter",
@@ -45,35 +42,29 @@ __all__ = [
     "speaker_label",
     "label_for",
     "render_line",
-    "cap_tool_output",
     "chunk_thread",
-    "window_starts",
-    "restart_seq",
 ]
 
 MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
+# Only a message's first INDEX_CAP_CHARS are chunked and embedded: at ~80 us of CPU a character
+# (benchmarks/big_message.py: 20,000 chars = 45 windows = 1.6 s CPU) a longer message would hold
+# the index for minutes. The whole text stays in the store, where grep (substring search) finds it.
+INDEX_CAP_CHARS = 20_000
 _MIN_PIECE_ROOM = 16  # below this, a speaker prefix would crowd out the content of split pieces
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkParams:
-    """How threads are cut: see Settings.window_tokens, overlap_messages, tool_output_cap_tokens."""
+    """How threads are cut: see Settings.window_tokens, overlap_messages."""
 
-    window_tokens: int = 96
-    overlap_messages: int = 1
-    tool_output_cap_tokens: int = 96
+    window_tokens: int = default("window_tokens")
+    overlap_messages: int = default("overlap_messages")
 
     def __post_init__(self) -> None:
         if not 1 <= self.window_tokens <= MAX_WINDOW_TOKENS:
             raise InvalidInputError(f"window_tokens must be 1..{MAX_WINDOW_TOKENS}, got {self.window_tokens}")
         if self.overlap_messages < 0:
             raise InvalidInputError(f"overlap_messages must be >= 0, got {self.overlap_messages}")
-        if self.tool_output_cap_tokens < 1:
-            raise InvalidInputError(f"tool_output_cap_tokens must be >= 1, got {self.tool_output_cap_tokens}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkParams:
-        return cls(settings.window_tokens, settings.overlap_messages, settings.tool_output_cap_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,27 +127,24 @@ def _count_all(counter: TokenCounter, texts: list[str]) -> list[int]:
     return list(count_many(texts)) if count_many is not None else [counter.count(t) for t in texts]
 
 
-def _prepare_lines(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[_Line]:
-    """Validate one thread in seq order, drop notes, cap tool outputs, count lines in one batch."""
+def _prepare_lines(messages: Sequence[Message], counter: TokenCounter) -> list[_Line]:
+    """Validate one thread in seq order, drop notes, count lines in one batch."""
     for before, after in zip(messages, messages[1:]):
         if after.thread_id != before.thread_id:
             raise InvalidInputError(f"chunk one thread at a time: got {before.thread_id!r} and {after.thread_id!r}")
         if after.seq <= before.seq:
             raise InvalidInputError(f"messages must be in increasing seq order: {after.seq} after {before.seq}")
     turns = [m for m in messages if m.kind != "note"]
-    bodies = [
-        cap_tool_output(m.content, params.tool_output_cap_tokens, counter) if m.role == "tool" else m.content
-        for m in turns
-    ]
+    bodies = [m.content[:INDEX_CAP_CHARS] for m in turns]  # tool outputs whole: pieces point to their message
     prefixes = [f"{speaker_label(m)}: " for m in turns]
     counts = _count_all(counter, [p + b for p, b in zip(prefixes, bodies)])
     return [_Line(m.message_id, m.seq, p, b, n) for m, p, b, n in zip(turns, prefixes, bodies, counts)]
 
 
 def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
-    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    text_hash = content_hash(text)
     from_seq, to_seq = lines[0].seq, lines[-1].seq
-    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), content_hash))
+    key = "\x1f".join((thread_id, str(from_seq), str(to_seq), str(part), text_hash))
     return Chunk(
         chunk_id=hashlib.sha256(key.encode("utf-8")).hexdigest()[:32],
         thread_id=thread_id,
@@ -165,7 +153,7 @@ def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int
         message_ids=tuple(line.message_id for line in lines),
         message_seqs=tuple(line.seq for line in lines),
         text=text,
-        content_hash=content_hash,
+        content_hash=text_hash,
         n_tokens=n_tokens,
         part=part,
         line_ends=_line_ends(lines, text),
@@ -262,7 +250,7 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
 
     Deterministic: the same messages and params always give the same chunks and ids.
     """
-    lines = _prepare_lines(messages, params, counter)
+    lines = _prepare_lines(messages, counter)
     if not lines:
         return []
     budget = params.window_tokens
@@ -283,20 +271,3 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
             chunks.extend(_piece_chunks(thread_id, lines[a], budget, counter))
     return chunks
 
-
-def window_starts(chunks: Sequence[Chunk]) -> list[int]:
-    """The seqs a re-chunk may restart from: every chunk's from_seq, ascending, once each."""
-    return sorted({chunk.from_seq for chunk in chunks})
-
-
-def restart_seq(chunks: Sequence[Chunk], changed_seq: int) -> int | None:
-    """Where to re-chunk from when messages with seq >= changed_seq were appended or deleted.
-
-    A window is decided by its lines and the line after it, so the first affected window is the
-    first one reaching the last kept message before `changed_seq`. None: re-chunk everything.
-    """
-    kept = [seq for chunk in chunks for seq in chunk.message_seqs if seq < changed_seq]
-    if not kept:
-        return None
-    last_kept = max(kept)
-    return next(chunk.from_seq for chunk in chunks if chunk.to_seq >= last_kept)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -39,7 +39,7 @@ Progress = Callable[[int, int], None]
 class RayOptions:
     address: str | None = None  # None: start a local Ray instance for this job
     embed_actors: int | None = None  # None: one per CPU of the cluster but one (left for the tasks)
-    backend: str = "onnx"  # the embedding backend each actor loads
+    backend: Literal["torch", "onnx", "none"] = "onnx"  # the embedding backend each actor loads
     batch_texts: int = 256  # texts per actor call: cached as soon as it returns
     retries: int = 2  # Ray's own retries of a task or an actor call whose worker died
     users_in_flight: int = 8
@@ -138,11 +138,14 @@ def _at_target(live: Any, spec: BuildSpec, job: UserJob) -> bool:
 class _EmbedActor:
     """Loads the model once; embeds batches of texts for as long as the job runs."""
 
-    def __init__(self, backend: str, batch_size: int) -> None:
+    def __init__(self, backend: Literal["torch", "onnx", "none"], batch_size: int) -> None:
         from indexers.embedders import load_embedder
 
         # one intra-op thread: Ray gives the actor one CPU, a second thread would only spin-wait
-        self.embedder = load_embedder(backend, batch_size=batch_size, num_threads=1)
+        embedder = load_embedder(backend, batch_size=batch_size, num_threads=1)
+        if embedder is None:
+            raise InvalidInputError("the Ray executor re-embeds: configure an embedding backend (onnx or torch)")
+        self.embedder = embedder
 
     def model(self) -> str:
         return self.embedder.name

@@ -6,6 +6,7 @@ nothing) and is forgotten with the user or the chunks it belongs to.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -13,7 +14,12 @@ import pyarrow as pa
 
 from engine.db import Database
 
-__all__ = ["EmbeddingCache"]
+__all__ = ["EmbeddingCache", "content_hash"]
+
+
+def content_hash(text: str) -> str:
+    """The cache key of a text (a window, a message line, a summary): equal texts share one vector."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class EmbeddingCache:

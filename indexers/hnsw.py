@@ -21,6 +21,7 @@ from pathlib import Path
 import hnswlib
 import numpy as np
 
+from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 
 __all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION"]
@@ -42,11 +43,11 @@ class HnswParams:
 
     dim: int = 384
     """Vector width; must match the embedder. Memory per element ~ dim*4 + m*2*4 + 12 bytes."""
-    m: int = 16
+    m: int = default("hnsw_m")
     """Links per node (2*m on the base layer): higher recall and memory, slower build. 12-48 is usual."""
-    ef_construction: int = 200
+    ef_construction: int = default("hnsw_ef_construction")
     """Build-time beam: a better graph (recall) for a slower build; no effect on query cost."""
-    ef: int = 128
+    ef: int = default("hnsw_ef")
     """Query-time beam, between k and N: higher is better recall and slower queries (raised to k)."""
 
     def __post_init__(self) -> None:

@@ -27,8 +27,9 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
+from engine.config import default
 from engine.errors import InvalidInputError
 
 __all__ = ["TokenizerParams", "LexicalTokenizer", "ENGLISH_STOPWORDS", "FRENCH_STOPWORDS", "fold"]
@@ -72,8 +73,8 @@ _CACHE_LIMIT = 200_000  # distinct raw tokens remembered per tokenizer
 
 @dataclass(frozen=True, slots=True)
 class TokenizerParams:
-    stemming: bool = True  # English Snowball stemming via PyStemmer (none if it is not installed)
-    stopwords: bool = True  # drop English + French stop words
+    stemming: bool = default("stemming")  # English Snowball stemming via PyStemmer (none if it is not installed)
+    stopwords: bool = default("stopwords")  # drop English + French stop words
     cjk_bigrams: bool = True  # CJK runs -> overlapping bigrams; off: a CJK run is one token
 
 
@@ -156,7 +157,7 @@ class LexicalTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         raw = self._raw_tokens(text)
-        final = list(map(self._final.get, raw))
+        final: Sequence[str | None] = list(map(self._final.get, raw))
         if None in final:
             final = self._resolve(raw)
         return list(filter(None, final))
@@ -184,8 +185,9 @@ class LexicalTokenizer:
 
     def _resolve(self, raw: list[str]) -> list[str]:
         """Output tokens for `raw`, computing (and memoising) the ones not seen before."""
-        known = {t: self._final.get(t) for t in set(raw)}
-        fresh = [t for t, out in known.items() if out is None]
+        distinct = set(raw)
+        known = {t: self._final[t] for t in distinct if t in self._final}
+        fresh = [t for t in distinct if t not in known]
         known.update(zip(fresh, self._finalize(fresh)))
         if len(self._final) > _CACHE_LIMIT:
             self._final.clear()  # bounded memory; entries are cheap to recompute

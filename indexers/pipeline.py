@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,15 +25,14 @@ from engine.store import Store
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
 from indexers.embedders import Embedder
-from indexers.embedding_cache import EmbeddingCache
+from indexers.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
 from indexers.model_files import MODEL_DIM
-from indexers.shard import Shard, shard_dir
+from indexers.shard import Shard, current_version_dir, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "line_hash", "rechunk_tail", "message_lines_to_embed",
-           "put_message_vectors"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "rechunk_tail", "message_lines_to_embed", "put_message_vectors"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -56,11 +54,6 @@ class IndexReport:
     embeddings_reused: int
     embeddings_computed: int
     seconds: float
-
-
-def line_hash(line: str) -> str:
-    """The embedding cache key of a message's own line (a window's key is its Chunk.content_hash)."""
-    return hashlib.sha256(line.encode("utf-8")).hexdigest()
 
 
 def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last_seq: int, params: ChunkParams,
@@ -132,6 +125,7 @@ class IndexPipeline:
         if shard is None:
             shard = self._shards[user_id] = self._load_or_create(user_id)
             self.update_lexical(user_id)
+            self._embed_shard(user_id, shard, None, only_cached=True)
         return shard
 
     def unload(self, user_id: str) -> None:
@@ -195,13 +189,19 @@ class IndexPipeline:
         """Give every window of the live shard without a vector its vector; (reused, computed)."""
         return self._embed_shard(user_id, self.shard(user_id), progress)
 
-    def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, block: int = 4096) -> tuple[int, int]:
+    def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, block: int = 4096, *,
+                     only_cached: bool = False) -> tuple[int, int]:
         """Vectors for the shard's windows without one, a block at a time: one cache lookup per
-        block (it scans the cache table), embedding in batches within it."""
+        block (it scans the cache table), embedding in batches within it. `only_cached` takes the
+        windows the cache has and embeds none: how a shard loaded after a crash gets back the
+        vectors of messages embedded since its last save (the cache is their durable record)."""
         if self.embedder is None or self.cache is None:
             return 0, 0
         with shard.lock:
             labels = shard.without_vectors()
+            if only_cached and labels:
+                known = self.cache.get(user_id, [shard.chunks[x].content_hash for x in labels])
+                labels = [x for x in labels if shard.chunks[x].content_hash in known]
         reused = computed = 0
         for start in range(0, len(labels), block):
             part = np.asarray(labels[start:start + block], dtype=np.int64)
@@ -222,7 +222,7 @@ class IndexPipeline:
         """Each message of these windows gets its own vector (a one-message window lends its own)."""
         own, lines = message_lines_to_embed(chunks, lambda m: m in shard.message_vectors)
         ids = sorted(lines)
-        vectors, hits = self.cached_vectors(user_id, [line_hash(lines[m]) for m in ids], [lines[m] for m in ids])
+        vectors, hits = self.cached_vectors(user_id, [content_hash(lines[m]) for m in ids], [lines[m] for m in ids])
         with shard.lock:
             put_message_vectors(shard, own, window_vectors, ids, vectors)
         return hits, len(ids) - hits
@@ -251,7 +251,7 @@ class IndexPipeline:
         with shard.lock:
             chunks = list(shard.chunks.values())
         live = {c.content_hash for c in chunks}
-        live.update(line_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
+        live.update(content_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
         return live
 
     def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
@@ -306,6 +306,29 @@ class IndexPipeline:
         self.embed_pending(user_id)
         shard.save(self.root)
         return len(doomed)
+
+    def loaded_users(self) -> set[str]:
+        return set(self._shards)
+
+    def needs_index(self, user_id: str) -> bool:
+        """The loaded shard changed since its last save or has windows without vectors; or the
+        saved one (not loaded) is behind the store."""
+        shard = self._shards.get(user_id)
+        if shard is not None:
+            with shard.lock:
+                return shard.dirty or (self.embedder is not None and bool(shard.without_vectors()))
+        version = current_version_dir(self.root, user_id)
+        saved = Manifest.load(version / "manifest.json").watermarks if version and version.is_dir() else {}
+        return any(self.store.thread_tail(t.thread_id)[0] > saved.get(t.thread_id, 0) for t in self.store.threads_of(user_id))
+
+    def rewrite_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
+        """After messages' text changed in the store (same seqs): their windows are re-chunked and
+        re-embedded, and the message table shows the new text. Returns windows replaced."""
+        dropped = self.forget_messages(user_id, thread_id, seqs)
+        shard = self.shard(user_id)
+        with shard.lock:
+            shard.messages.put(self.store.messages_in_range(thread_id, min(seqs), max(seqs) + 1))
+        return dropped
 
     def pending_vector_messages(self, user_id: str) -> int:
         """Messages lexically searchable but not yet in the vector index."""

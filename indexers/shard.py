@@ -18,7 +18,7 @@ import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -75,6 +75,12 @@ class Shard:
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._pending: int | None = None
         self._line_tokens: dict[int, tuple[frozenset[str], ...]] = {}  # memo for citations
+        self.changes = self.saved_changes = 0  # a counter of changes, and its value at the last save
+
+    @property
+    def dirty(self) -> bool:
+        """Changed since it was loaded or last saved."""
+        return self.changes != self.saved_changes
 
     # Changes --------------------------------------------------------------------------------
     def add(self, chunks: Sequence[Chunk]) -> np.ndarray:
@@ -85,6 +91,7 @@ class Shard:
         self.chunks.update(zip(labels.tolist(), chunks))
         self._arrays = None
         self._pending = None
+        self.changes += 1
         self.manifest = _with(self.manifest, next_label=start + len(chunks), chunks=len(self.chunks))
         return labels
 
@@ -94,6 +101,7 @@ class Shard:
         self.hnsw.add(np.asarray(labels, dtype=np.int64), vectors)
         self.has_vector.update(int(x) for x in labels)
         self._pending = None
+        self.changes += 1
 
     def remove(self, labels: Iterable[int]) -> None:
         doomed = [int(x) for x in labels if int(x) in self.chunks]
@@ -108,6 +116,7 @@ class Shard:
             self._line_tokens.pop(label, None)
         self._arrays = None
         self._pending = None
+        self.changes += 1
         self.manifest = _with(self.manifest, chunks=len(self.chunks))
 
     # Reads ----------------------------------------------------------------------------------
@@ -144,7 +153,7 @@ class Shard:
             self._pending = len(waiting)
         return self._pending
 
-    def allowed(self, intervals: dict[str, tuple[int, int]]) -> np.ndarray:
+    def allowed(self, intervals: Mapping[str, tuple[int, int]]) -> np.ndarray:
         """Labels of chunks overlapping the seq interval [lo, hi] of their thread."""
         labels, threads, lows, highs = self._chunk_arrays()
         keep = np.zeros(len(labels), dtype=bool)
@@ -167,6 +176,7 @@ class Shard:
     def save(self, root: Path) -> Path:
         """Write a complete new version, then flip CURRENT to it."""
         with self.lock:
+            changes = self.changes
             base = shard_dir(root, self.manifest.user_id)
             base.mkdir(parents=True, exist_ok=True)
             live = current_version_dir(root, self.manifest.user_id)
@@ -189,6 +199,7 @@ class Shard:
             for old in base.iterdir():
                 if old.is_dir() and old.name != final.name:
                     shutil.rmtree(old, ignore_errors=True)
+            self.saved_changes = changes
             return final
 
     def _chunk_table(self) -> pa.Table:
@@ -278,5 +289,5 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _with(manifest: Manifest, **changes: int) -> Manifest:
+def _with(manifest: Manifest, **changes: Any) -> Manifest:
     return replace(manifest, **changes)

@@ -24,7 +24,8 @@ from indexers.chunking import Chunk, WordPieceCounter
 from indexers.hnsw import HnswIndex
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
-from indexers.pipeline import PipelineParams, line_hash, message_lines_to_embed, put_message_vectors, rechunk_tail
+from indexers.embedding_cache import content_hash
+from indexers.pipeline import PipelineParams, message_lines_to_embed, put_message_vectors, rechunk_tail
 from indexers.shard import Shard
 from indexers.shard_storage import ShardStorage
 
@@ -71,7 +72,7 @@ def texts_to_embed(chunks: Sequence[Chunk]) -> dict[str, str]:
     """Content hash -> text of every window and every message line a fresh shard needs a vector for."""
     wanted = {chunk.content_hash: chunk.text for chunk in chunks}
     _, lines = message_lines_to_embed(chunks, lambda message_id: False)
-    wanted.update((line_hash(line), line) for line in lines.values())
+    wanted.update((content_hash(line), line) for line in lines.values())
     return wanted
 
 
@@ -85,7 +86,7 @@ def attach_vectors(shard: Shard, vectors: Mapping[str, np.ndarray]) -> None:
     shard.set_vectors(labels, window_vectors)
     own, lines = message_lines_to_embed(chunks, lambda message_id: message_id in shard.message_vectors)
     ids = sorted(lines)
-    line_vectors = (np.stack([vectors[line_hash(lines[m])] for m in ids]).astype(np.float32) if ids
+    line_vectors = (np.stack([vectors[content_hash(lines[m])] for m in ids]).astype(np.float32) if ids
                     else np.zeros((0, shard.manifest.spec.dim), dtype=np.float32))
     put_message_vectors(shard, own, window_vectors, ids, line_vectors)
 

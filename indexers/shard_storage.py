@@ -129,9 +129,10 @@ class ShardStorage:
                 return None if version is None else version.name
             name, source, source_fs = version.name, str(version), pafs.LocalFileSystem()
         else:
-            name = self._pointer(slug)
-            if name is None:
+            pointer = self._pointer(slug)
+            if pointer is None:
                 return None
+            name = pointer
             source, source_fs = f"{self.base}/{slug}/{name}", self.fs
         base.mkdir(parents=True, exist_ok=True)
         staging = base / f".fetch-{name}"

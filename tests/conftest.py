@@ -1,7 +1,10 @@
-"""Fixtures shared by the test modules: the sample data file and a throwaway on-disk store."""
+"""Fixtures shared by the test modules (the sample data file, a throwaway on-disk store) and the
+`--fast` inner loop: it deselects tests marked slow, model or process, and fails any other test
+that loads the MiniLM model or starts a process, naming the marker to add."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,41 @@ import pytest
 from engine.store import Store
 
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "sample.jsonl"
+FAST_SKIPS = ("slow", "model", "process")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true",
+                     help="inner loop: no model, no subprocess (deselects tests marked " + ", ".join(FAST_SKIPS) + ")")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--fast"):
+        return
+    dropped = [item for item in items if any(item.get_closest_marker(name) for name in FAST_SKIPS)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_guard(request: pytest.FixtureRequest) -> object:
+    """Under --fast, loading the model or starting a process fails the test with the marker to add."""
+    if not request.config.getoption("--fast"):
+        yield
+        return
+    from indexers.embedders import _LazyModel
+
+    def no_model(self: object) -> None:
+        pytest.fail("this test loads the MiniLM model: mark it @pytest.mark.model (or use tests.support.HashEmbedder)")
+
+    def no_process(self: object, *args: object, **kwargs: object) -> None:
+        pytest.fail("this test starts a process: mark it @pytest.mark.process")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_LazyModel, "_get", no_model)
+        patch.setattr(subprocess.Popen, "__init__", no_process)
+        yield
 
 
 @pytest.fixture

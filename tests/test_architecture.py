@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # What indexers may use of the engine: its lowest layer (errors, records, settings, the store).
 ALLOWED_FOR_INDEXERS = {"engine.errors", "engine.models", "engine.config", "engine.db", "engine.store",
                         "engine.timeline", "engine.timeutil", "engine.rows"}
-SURFACES = ("engine.cli", "engine.http", "engine.mcp_server")
+SURFACES = ("engine.cli", "engine.http", "engine.mcp_server", "engine.mcp_http", "engine.remote", "engine.web")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -45,3 +45,12 @@ def test_modules_stay_small():
     big = {str(p.relative_to(ROOT)): n for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")]
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 460}
     assert not big, big
+
+
+def test_the_web_page_reads_through_the_facade_only():
+    """No SQL in the web layer: it may not reach the store, the database or the query layer directly."""
+    below = ("engine.store", "engine.db", "engine.timeline", "engine.navigation", "engine.search", "engine.summaries",
+             "indexers", "duckdb")
+    offenders = {f"{p.relative_to(ROOT)} imports {n}" for p in (ROOT / "engine" / "web").rglob("*.py")
+                 for n in imports_of(p) if any(n == b or n.startswith(b + ".") for b in below)}
+    assert not offenders, sorted(offenders)

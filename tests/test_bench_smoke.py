@@ -88,6 +88,7 @@ def test_naive_agrees_with_the_engine_on_the_top_hit(small_engine, embedder) -> 
     assert sum(a == b for a, b in zip(ours, theirs)) >= 7, (ours, theirs)
 
 
+@pytest.mark.process
 def test_run_scale_main_on_200_messages(tmp_path: Path, capsys) -> None:
     out = tmp_path / "scale.json"
     report = run_scale.main(["--sizes", "200", "--queries", "8", "--query-cost", "none", "--no-probe",
@@ -124,6 +125,7 @@ def test_overhead_measurement_runs(tmp_path: Path, embedder) -> None:
     assert min(overhead[key] for key in timings[:4]) >= 0
 
 
+@pytest.mark.process
 def test_run_scale_reindex_is_warm_and_summarizer_is_chosen(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CONVSEARCH_SUMMARIZER", "extractive")  # main sets it; monkeypatch restores it
     report = run_scale.main(["--sizes", "200", "--queries", "8", "--query-cost", "none", "--no-probe",

@@ -17,7 +17,9 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.cli import main
-from tests.test_http import ALICE, BOB, NOW, messages
+from tests.support import ALICE, BOB, NOW, messages
+
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 CONVSEARCH = str(Path(sys.executable).parent / "convsearch")
 DAY = "alice:continuous:day:2024-03-04"
@@ -60,7 +62,7 @@ def test_table_output_for_people(capsys: pytest.CaptureFixture[str], home: Path)
     assert header.split() == ["score", "kind", "day", "cite", "vector", "lexical", "penalty", "fusion", "snippet"]
     rows = run(capsys, home, "range", "--user", "alice", "1", "3", table=True).splitlines()
     assert rows[0].split() == ["seq", "created_at", "role", "speaker", "message_id", "content"]
-    assert rows[1].split()[:3] == ["1", "2024-03-04T08:00:00+00:00", "user"] and len(rows) == 3
+    assert rows[1].split()[:3] == ["1", "2024-03-04T08:00:00Z", "user"] and len(rows) == 3
 
 
 def test_get_and_navigation_commands(capsys: pytest.CaptureFixture[str], home: Path) -> None:
@@ -91,22 +93,23 @@ def test_summary_conversation_and_context_commands(capsys: pytest.CaptureFixture
     assert status["not_vector_indexed_messages"] == 0 and status["embedder"] == status["model"]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["get", "--user", "alice", "--message", "nope"], "unknown message 'nope'"),
-    (["get", "--user", "alice", "--day", DAY, "--from", "a2"], "both from_message_id and to_message_id"),
-    (["search", "--user", "carol", "anything"], "unknown user 'carol'"),
-    (["range", "--user", "alice", "4", "2"], "reversed"),
-    (["status", "--user", "carol"], "unknown user 'carol'"),
+@pytest.mark.parametrize("argv, words, status", [
+    (["get", "--user", "alice", "--message", "nope"], "[unknown_message]: unknown message 'nope'", 4),
+    (["get", "--user", "alice", "--day", DAY, "--from", "a2"], "both from_message_id and to_message_id", 3),
+    (["search", "--user", "carol", "anything"], "[unknown_user]: unknown user 'carol'", 4),
+    (["range", "--user", "alice", "4", "2"], "reversed", 3),
+    (["status", "--user", "carol"], "unknown user 'carol'", 4),
 ])
-def test_errors_print_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], home: Path, argv: list[str],
-                                          words: str) -> None:
-    assert main(["--home", str(home), *argv]) == 2
+def test_errors_print_one_line_with_their_code(capsys: pytest.CaptureFixture[str], home: Path, argv: list[str],
+                                               words: str, status: int) -> None:
+    assert main(["--home", str(home), *argv]) == status
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert len(captured.err.splitlines()) == 1 and captured.err.startswith("convsearch: error: ")
+    assert len(captured.err.splitlines()) == 1 and captured.err.startswith("convsearch: error [")
     assert words in captured.err
 
 
+@pytest.mark.process
 def test_a_real_subprocess(home: Path) -> None:
     done = subprocess.run([CONVSEARCH, "--home", str(home), "grep", "--user", "alice", "A-7731"],
                           capture_output=True, text=True, timeout=120)
@@ -114,7 +117,7 @@ def test_a_real_subprocess(home: Path) -> None:
     assert [g["message"]["message_id"] for g in json.loads(done.stdout)] == ["a3"]
     failed = subprocess.run([CONVSEARCH, "--home", str(home), "conversations", "--user", "alice", "--id", "nope"],
                             capture_output=True, text=True, timeout=120)
-    assert failed.returncode == 2 and failed.stdout == "" and failed.stderr.count("\n") == 1
+    assert failed.returncode == 4 and failed.stdout == "" and failed.stderr.count("\n") == 1
 
 
 def _free_port() -> int:
@@ -123,6 +126,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.process
 def test_serve_answers_http_with_the_token_from_the_environment(home: Path) -> None:
     port = _free_port()
     env = {**os.environ, "CONVSEARCH_API_TOKEN": "t0ken", "CONVSEARCH_EMBEDDING_BACKEND": "none"}
@@ -134,7 +138,7 @@ def test_serve_answers_http_with_the_token_from_the_environment(home: Path) -> N
             while True:
                 assert server.poll() is None, server.communicate()[1]
                 try:
-                    assert client.get("/healthz").json() == {"status": "ok"}
+                    assert client.get("/healthz").json()["status"] == "ok"
                     break
                 except httpx.TransportError:
                     assert time.monotonic() < deadline, "serve did not start"

@@ -19,7 +19,7 @@ import pytest
 from engine.api import ConversationEngine
 from engine.doctor import diagnose
 from engine.errors import ConvsearchError
-from tests.test_crash import batch, open_engine
+from tests.support import batch, open_engine
 
 USERS = ("u0", "u1")
 READERS, READS_PER_THREAD, WRITES = 4, 25, 12
@@ -103,6 +103,7 @@ def _owner(message_id: str | None) -> str:
     return "u0" if k < 200 else "u1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start", ["warm", "cold"])
 def test_concurrent_searches_while_ingesting_and_indexing(tmp_path: Path, start: str) -> None:
     """warm: shards already in memory; cold: a restarted engine, so the first searches race to load them."""
@@ -168,6 +169,7 @@ except StoreLockedError as exc:
 """
 
 
+@pytest.mark.process
 def test_a_second_writer_process_gets_store_locked(engine: ConversationEngine) -> None:
     done = subprocess.run([sys.executable, "-c", _SECOND_WRITER, str(engine.home)],
                           capture_output=True, text=True, timeout=120)
@@ -176,8 +178,8 @@ def test_a_second_writer_process_gets_store_locked(engine: ConversationEngine) -
     assert "open for writing in another process" in message
     cli = subprocess.run([sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())",
                           "--home", str(engine.home), "stats"], capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 2 and "Traceback" not in cli.stderr
-    assert cli.stderr.startswith("convsearch: error: the store") and "one writer" in cli.stderr
+    assert cli.returncode == 6 and "Traceback" not in cli.stderr
+    assert cli.stderr.startswith("convsearch: error [store_locked]: the store") and "one writer" in cli.stderr
     # the owner is untouched and keeps working
     engine.ingest("u0", batch(199, 3))
     hits = engine.search("u0", "lastof199", limit=1, mode="lexical", kinds=("message",)).results

@@ -11,7 +11,7 @@ import pytest
 from engine.config import Settings
 from engine.context import (TRUNCATION_TEXT, ContextAssembler, TruncationMarker, apply_context_window,
                             format_conversation, trim_tool_output)
-from engine.errors import InvalidInputError, UnknownUserError
+from engine.errors import InvalidInputError, SettingsError, UnknownUserError
 from engine.ingest import Ingestor
 from engine.models import Message, NewMessage
 from engine.store import Store
@@ -107,7 +107,8 @@ def ingestor(store: Store) -> Ingestor:
 
 
 def _assembler(store: Store, counter: TokenCounter, budget: int = 4000) -> ContextAssembler:
-    return ContextAssembler(store, counter, Settings(context_token_budget=budget), clock=lambda: NOW)
+    settings = Settings(conversation_max_context_tokens=budget, conversation_reserved_tokens=0)
+    return ContextAssembler(store, counter, settings, clock=lambda: NOW)
 
 
 def _yesterday_with_summary(store: Store, ingestor: Ingestor, counter: TokenCounter) -> None:
@@ -140,14 +141,43 @@ def test_default_payload_trims_tool_output_before_dropping(store: Store, ingesto
     assert "## Current Conversation\n[2024-05-02 16:00] User: Good morning" in payload.text  # Paris time
 
 
-def test_default_payload_drops_oldest_turns_to_fit(store: Store, ingestor: Ingestor, counter: TokenCounter) -> None:
+def test_default_payload_keeps_the_first_and_latest_turns(store: Store, ingestor: Ingestor, counter: TokenCounter,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """The assembler's policy is apply_context_window's: the first message, a marker, the newest that fit."""
     ingestor.add_messages("alice", [NewMessage("user", f"Turn {i}: notes about shard layout and HNSW tuning.",
                                                NOW - timedelta(minutes=60 - i)) for i in range(40)])
-    payload = _assembler(store, counter, budget=300).default_payload("alice")
+    with caplog.at_level(logging.INFO, logger="convsearch.context"):
+        payload = _assembler(store, counter, budget=300).default_payload("alice")
     assert payload.estimated_tokens <= 300 and payload.max_tokens == 300
-    assert isinstance(payload.items[0], TruncationMarker) and payload.items[0].dropped == payload.messages_dropped > 0
+    first, marker = payload.items[:2]
+    assert isinstance(first, Message) and first.content.startswith("Turn 0:")
+    assert isinstance(marker, TruncationMarker) and marker.dropped == payload.messages_dropped > 0
     assert payload.messages[-1].content.startswith("Turn 39:")
     assert payload.messages_loaded + payload.messages_dropped == 40
+    assert TRUNCATION_TEXT in payload.text
+    record = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("context.assembled"))
+    assert "total_messages_in_db=40" in record and f"messages_dropped={payload.messages_dropped}" in record
+
+
+def test_history_limit_keeps_the_first_and_the_most_recent(store: Store, ingestor: Ingestor,
+                                                           counter: TokenCounter) -> None:
+    ingestor.add_messages("alice", [NewMessage("user", f"short {i}", NOW - timedelta(minutes=60 - i))
+                                    for i in range(12)])
+    roomy = _assembler(store, counter, budget=4000).default_payload("alice")
+    assert [m.content for m in roomy.messages] == [f"short {i}" for i in range(12)] and not roomy.truncated
+    settings = Settings(conversation_max_history_messages=5, conversation_max_context_tokens=4000,
+                        conversation_reserved_tokens=0)
+    limited = ContextAssembler(store, counter, settings, clock=lambda: NOW).default_payload("alice")
+    assert [getattr(i, "content", "marker") for i in limited.items] == [
+        "short 0", "marker", "short 8", "short 9", "short 10", "short 11"]
+    assert limited.truncated and limited.messages_dropped == 7 and limited.items[1].dropped == 7
+
+
+def test_the_default_budget_is_the_context_minus_the_reserved_tokens(store: Store, counter: TokenCounter) -> None:
+    settings = Settings(conversation_max_context_tokens=6000, conversation_reserved_tokens=4500)
+    assert ContextAssembler(store, counter, settings).default_payload("alice").max_tokens == 1500
+    with pytest.raises(SettingsError, match="leaves fewer than 100 tokens"):
+        Settings(conversation_max_context_tokens=4550, conversation_reserved_tokens=4500)
 
 
 def test_slice_is_used_once_then_forgotten(store: Store, ingestor: Ingestor, counter: TokenCounter,

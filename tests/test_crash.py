@@ -2,14 +2,13 @@
 reindex and a shard save; on restart nothing committed is lost or doubled, a batch is all or
 nothing, the index is the old version or the new one, and `diagnose`/`repair` handle the rest.
 
-This file is also the child: `python tests/test_crash.py SCENARIO HOME START` loops the scenario,
+This file is also the child: `python -m tests.test_crash SCENARIO HOME START` loops the scenario,
 printing BEGIN before each step and DONE/SAVED after it, until the parent kills it. Vectors come
 from a tiny deterministic hashing embedder so a child starts in about a second.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -19,59 +18,22 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
-import numpy as np
 import pytest
 
 from engine.api import ConversationEngine
 from engine.cli import main
-from engine.config import Settings
 from engine.doctor import diagnose, repair
 from indexers.shard import Shard, current_version_dir
+from tests.support import batch, open_engine
 
 USER = "crash"
 THREAD = f"{USER}:continuous"
-T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT_S = 90
 BATCH = 1000  # messages per ingest batch in the ingest scenario: long enough for kills to land inside
-
-
-class HashEmbedder:
-    """Bag of hashed words, L2-normalised: deterministic, 384 wide like MiniLM, no model to load."""
-
-    name = "test-hash-embedder"
-    dim = 384
-    max_tokens = 256
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            rows[i, 0] = 0.01  # never a zero row
-            for word in text.lower().split():
-                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-
-def open_engine(home: Path, embedder: object | None = "hash", *, summaries: bool = True) -> ConversationEngine:
-    """The engine on `home`; without summaries an index or save loop spends its time indexing."""
-    chosen = HashEmbedder() if embedder == "hash" else embedder
-    settings = Settings() if summaries else Settings(summarizer="none")
-    return ConversationEngine(home, embedder=chosen, clock=lambda: T0 + timedelta(days=400), settings=settings)
-
-
-def batch(k: int, size: int) -> list[dict]:
-    """Batch k: ids b<k>-<i>, 30 s apart, continuing the previous batches; the last says lastof<k>."""
-    out = []
-    for i in range(size):
-        text = f"batch {k} message {i} about topic{i % 89} and theme{(k * 7 + i) % 31}"
-        out.append({"role": "user" if i % 2 else "assistant", "message_id": f"b{k:04d}-{i:05d}",
-                    "content": text + (f" lastof{k}" if i == size - 1 else ""),
-                    "created_at": (T0 + timedelta(seconds=30 * (k * 10_000 + i))).isoformat()})
-    return out
 
 
 # The child ------------------------------------------------------------------------------------
@@ -133,7 +95,7 @@ def run_and_kill(scenario: str, home: Path, start: int, delay: float) -> list[st
     """
     errors = home.parent / f"child-{scenario}-{start}.stderr"
     with open(errors, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, __file__, scenario, str(home), str(start)], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "tests.test_crash", scenario, str(home), str(start)], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=stderr, text=True)
     watchdog = threading.Timer(CHILD_TIMEOUT_S, proc.kill)  # a hung child fails the test, never hangs it
     watchdog.start()
@@ -194,6 +156,7 @@ def assert_searchable(engine: ConversationEngine) -> None:
     assert hits and hits[0].message_id == last
 
 
+@pytest.mark.process
 def test_kill_during_ingest_keeps_every_committed_batch_whole(tmp_path: Path) -> None:
     rng, home, start, landed, before = random.Random(20240501), tmp_path / "home", 0, 0, []
     for _ in range(3):
@@ -240,14 +203,17 @@ def _kill_index_rounds(tmp_path: Path, scenario: str, rounds: int, seed: int, de
     return landed
 
 
+@pytest.mark.process
 def test_kill_during_incremental_index(tmp_path: Path) -> None:
     _kill_index_rounds(tmp_path, "index", 2, seed=7, delay=(0.1, 1.0))
 
 
+@pytest.mark.process
 def test_kill_during_reindex(tmp_path: Path) -> None:
     assert _kill_index_rounds(tmp_path, "reindex", 2, seed=11, delay=(0.1, 1.5)) >= 1
 
 
+@pytest.mark.process
 def test_kill_during_shard_save(tmp_path: Path) -> None:
     assert _kill_index_rounds(tmp_path, "save", 3, seed=13, delay=(0.05, 0.8)) >= 1
 

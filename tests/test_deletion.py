@@ -6,7 +6,6 @@ Every check first asserts the thing was there (so each test can fail), with the 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import shutil
@@ -21,26 +20,17 @@ from engine.config import Settings
 from engine.doctor import diagnose
 from engine.errors import UnknownConversationError, UnknownUserError
 from engine.summary_index import summary_text
-from indexers.embedders import Embedder, load_embedder
-from indexers.pipeline import line_hash
+from indexers.embedders import Embedder
+from indexers.embedding_cache import content_hash
 from indexers.shard import Shard, shard_dir
+from tests.support import real_embedder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 WORD = "zebraquartz"
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 FILLER = ("We planned the garden beds for spring.", "The tea was too strong this morning.",
           "Remember to water the tomatoes.", "The bus was late again today.")
-
-
-@functools.cache
-def real_embedder() -> Embedder:
-    """MiniLM through the configured backend (ONNX int8 by default), loaded once per test session
-    (the fuzz and isolation modules share it)."""
-    backend = Settings().embedding_backend
-    loaded = load_embedder("onnx" if backend == "none" else backend)
-    assert loaded is not None
-    return loaded
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +111,7 @@ def _hashes(e: ConversationEngine, user: str, ids: set[str]) -> list[str]:
     """Content hashes of the windows, message lines and summaries that hold the word: the embedding cache keys."""
     shard = e.pipeline.shard(user)
     windows = [c.content_hash for c in shard.chunks.values() if ids & set(c.message_ids) or WORD in c.text.lower()]
-    windows += [line_hash(line) for c in shard.chunks.values() if len(c.message_ids) > 1
+    windows += [content_hash(line) for c in shard.chunks.values() if len(c.message_ids) > 1
                 for m, line in zip(c.message_ids, c.message_lines()) if m in ids]
     summaries = [hashlib.sha256(summary_text(s).encode("utf-8")).hexdigest()
                  for s in e.store.timeline.summaries_of_user(user) if WORD in summary_text(s).lower()]
@@ -289,8 +279,9 @@ def test_cli_delete_prints_what_it_deleted(tmp_path: Path, monkeypatch: pytest.M
     assert printed["not_found"] == ["bob-b-1", "nope"]
     assert main([*run, "alice", "--conversation", "alice:continuous:conv:2"]) == 0
     assert json.loads(capsys.readouterr().out)["messages_deleted"] == 3
-    assert main([*run, "ghost", "--all-of-user"]) == 2 and "unknown user" in capsys.readouterr().err
-    assert main([*run, "bob", "--all-of-user"]) == 0
+    assert main([*run, "ghost", "--all-of-user"]) == 4 and "unknown user" in capsys.readouterr().err
+    assert main([*run, "bob", "--all-of-user"]) == 2 and "pass --yes" in capsys.readouterr().err
+    assert main([*run, "bob", "--all-of-user", "--yes"]) == 0
     assert json.loads(capsys.readouterr().out) == {"user_id": "bob", "deleted": "user", "messages_deleted": 3}
     with ConversationEngine(home, embedder=None) as e:
         assert [u.user_id for u in e.iter_users()] == ["alice"]

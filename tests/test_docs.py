@@ -62,7 +62,8 @@ def test_every_cli_command_and_option_is_documented(name: str) -> None:
     found = [h + body for h, body in sections("cli.md").items() if _command_of(h) == name]
     assert len(found) == 1, f"no single section for convsearch {name}"
     text = found[0]
-    options = [o for a in _commands()[name]._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    options = [o for a in _commands()[name]._actions for o in a.option_strings
+               if o.startswith("--") and o != "--help" and a.default is not argparse.SUPPRESS]  # not the global copies
     assert [o for o in options if o not in text] == [], f"convsearch {name}: undocumented options"
 
 

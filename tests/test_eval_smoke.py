@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engine.cli import eval_commands
 from engine.evaluation.locomo import RunConfig, open_corpus, run
+from tests.support import HashEmbedder
 
 SESSION_1 = [
     ("Ana", "I adopted a grey kitten named Pixel last weekend."),
@@ -93,24 +91,38 @@ def test_easy_questions_are_found(tiny_locomo: Path) -> None:
     assert result.modes_used == {"lexical": 5}
 
 
-class HashEmbedder:
-    """A deterministic bag-of-words embedder: vectors without loading a model."""
-
-    name, dim, max_tokens = "test-hash-384", 384, 256  # the HNSW index is built 384 wide
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-
-
 def test_hybrid_run_with_summaries_and_limited_questions(tiny_locomo: Path) -> None:
     with open_corpus(tiny_locomo, embedder=HashEmbedder(), max_questions=3) as corpus:
-        assert len(corpus.items) == 3 and corpus.embedder == "test-hash-384"
+        assert len(corpus.items) == 3 and corpus.embedder == HashEmbedder.name
         result = run(corpus, RunConfig(mode="hybrid", fusion="rrf", ks=(2, 5)))
     assert result.modes_used == {"hybrid": 3}
     assert result.groups["overall"]["questions"] == 3 and result.groups["adversarial"] == {"questions": 0}
     assert _in_unit_range(result.groups["overall"])
     assert result.groups["overall"]["session"]["recall_any@5"] == 1.0  # two sessions, five slots
+
+
+def test_leave_one_out_chooses_on_the_other_conversations_only() -> None:
+    from benchmarks.locomo_cv import folds
+
+    def conv(n: int, value: float) -> dict:
+        return {"questions": n, "turn.recall_any@10": value, "turn.ndcg@10": value, "session.recall_any@5": value,
+                "turn.mrr": value}
+
+    # A wins c1 by far, B wins c2 and c3 a little: a fold never sees its own conversation's figures
+    runs = [{"overrides": {"rule": "A"}, "conversations": {"c1": conv(10, 0.9), "c2": conv(10, 0.5), "c3": conv(10, 0.5)}},
+            {"overrides": {"rule": "B"}, "conversations": {"c1": conv(10, 0.1), "c2": conv(10, 0.6), "c3": conv(10, 0.6)}}]
+    chosen = {f["held_out"]: (f["chose"]["rule"], f["figures"]["turn.recall_any@10"]) for f in folds(runs)}
+    assert chosen == {"c1": ("B", 0.1), "c2": ("A", 0.5), "c3": ("A", 0.5)}
+
+
+def test_cv_run_scores_each_conversation_and_restores_the_settings(tiny_locomo: Path) -> None:
+    from benchmarks.locomo_cv import _run
+
+    with open_corpus(tiny_locomo, embedder=None) as corpus:
+        before = corpus.engine.searcher.settings
+        result = _run(corpus, {"reply_lift": 0.0, "other_speaker_weight": 1.0}, lambda _: None)
+        assert corpus.engine.searcher.settings is before
+    figures = result["conversations"]["conv-t1"]
+    assert figures["questions"] == 4  # categories 1-4 with evidence; the adversarial one is left out
+    assert all(0.0 <= figures[k] <= 1.0 for k in figures if k != "questions")
+    assert figures["turn.recall_any@10"] > 0  # the easy questions are found

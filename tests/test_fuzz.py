@@ -9,26 +9,22 @@ One engine with the real model serves the module; cases per property are printed
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
-import socket
-import threading
-import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.api import ConversationEngine
 from engine.errors import ConvsearchError
-from engine.http.app import create_app
 from engine.importers import FORMATS
 from engine.models import NewMessage
-from tests.test_deletion import real_embedder
+from tests.support import live_server, real_embedder
+
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 USERS = ("alice", "bob")
@@ -211,26 +207,6 @@ def test_import_file(engine: ConversationEngine, tmp_path_factory: pytest.TempPa
 
 
 # The HTTP API, fuzzed from its own OpenAPI document against a real uvicorn server -------------------------
-@contextlib.contextmanager
-def live_server(engine: ConversationEngine) -> Iterator[str]:
-    """create_app(engine) under uvicorn on a free 127.0.0.1 port (a background thread); yields the base URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def base_url(engine: ConversationEngine) -> Iterator[str]:
     with live_server(engine) as url:

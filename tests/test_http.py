@@ -6,7 +6,6 @@ import dataclasses
 import socket
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,28 +28,9 @@ from engine.search_types import SearchHit, SearchResponse
 from engine.summaries import ConversationDetail
 from indexers.embedders import Embedder, load_embedder
 from indexers.pipeline import IndexReport
+from tests.support import ALICE, BOB, NOW, messages
 
-NOW = datetime(2024, 3, 6, 12, 0, tzinfo=timezone.utc)
-ALICE = [
-    ("a1", "user", "2024-03-04T09:00:00+01:00", "We need to pick a database for the invoicing app: "
-                                                  "PostgreSQL or MySQL?"),
-    ("a2", "assistant", "2024-03-04T09:01:00+01:00", "PostgreSQL fits invoicing well: exact numeric types, JSONB "
-                                                       "for line items and strict transactions."),
-    ("a3", "user", "2024-03-04T09:05:00+01:00", "Decision: we go with PostgreSQL 15. Also, desk order A-7731 is late."),
-    ("a4", "assistant", "2024-03-04T09:06:00+01:00", "Noted. I will write ADR-007 recording the PostgreSQL decision."),
-    ("a5", "user", "2024-03-05T14:00:00+01:00", "The API logs show ECONNRESET errors under load since this morning."),
-    ("a6", "assistant", "2024-03-05T14:02:00+01:00", "ECONNRESET usually means the pool closed the connection: "
-                                                       "check the PgBouncer idle timeouts."),
-]
-BOB = [
-    ("b1", "user", "2024-03-04T20:00:00+09:00", "My cat Mochi is allergic to salmon food."),
-    ("b2", "assistant", "2024-03-04T20:01:00+09:00", "Then avoid fish-based treats and food for Mochi."),
-]
-
-
-def messages(rows: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
-    return [{"message_id": i, "role": r, "created_at": t, "content": c} for i, r, t, c in rows]
-
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
@@ -122,7 +102,9 @@ def error(response: httpx.Response, status: int, code: str) -> str:
 
 # Ingest and search ------------------------------------------------------------------------------
 def test_health_needs_nothing(api: httpx.Client) -> None:
-    assert api.get("/healthz").json() == {"status": "ok"}
+    health = api.get("/healthz").json()
+    assert health["status"] == "ok" and health["details"]["summaries"] == {"pending_retries": 0, "last_error": None}
+    assert health["details"]["index"]["steps"] >= 1 and health["details"]["index"]["last_error"] is None
 
 
 def test_reingest_is_a_no_op(api: httpx.Client) -> None:
@@ -190,6 +172,13 @@ def test_summaries_conversations_and_context(api: httpx.Client) -> None:
     ended = ok(api, "/api/conversation/end", user_id="bob", reason="user left")
     assert ended["summary"]["kind"] == "conversation"
     assert ok(api, "/api/conversation/end", user_id="bob") == {"summary": None}
+
+
+def test_a_day_summary_is_regenerated_on_request(api: httpx.Client) -> None:
+    summary = ok(api, "/api/days/2024-03-04/summary", user_id="alice")
+    assert summary["kind"] == "day" and summary["day_label"] == "2024-03-04" and "## Decisions" in summary["markdown"]
+    error(post(api, "/api/days/2023-01-01/summary", user_id="alice"), 404, "unknown_day_segment")
+    error(post(api, "/api/days/yesterday/summary", user_id="alice"), 422, "invalid_input")
 
 
 def test_index_routes(api: httpx.Client) -> None:
@@ -291,9 +280,11 @@ def test_openapi_lists_every_route_with_documented_fields(api: httpx.Client) -> 
     document = api.get("/openapi.json").json()
     routes = {"/healthz", "/api/users", "/api/messages", "/api/conversation/end", "/api/conversation/search",
               "/api/conversation/get", "/api/get_turns_since", "/api/get_turns_around", "/api/get_conversation_context",
-              "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/conversations/list",
+              "/api/search_session_history", "/api/messages/range", "/api/summarize_range", "/api/days/{day}/summary",
+              "/api/summarize", "/api/summarize/finalize", "/api/conversations/list",
               "/api/conversations/get", "/api/context/slice", "/api/context/assemble", "/api/index/status",
-              "/api/index"}
+              "/api/index", "/api/reindex", "/api/users/list", "/api/users/describe", "/api/stats", "/api/delete",
+              "/api/import", "/api/threads"}
     assert set(document["paths"]) == routes
     for name, schema in document["components"]["schemas"].items():
         for field, spec in schema.get("properties", {}).items():

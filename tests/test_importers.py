@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -170,10 +172,20 @@ def test_everything_survives_closing_and_reopening(tmp_path, sample_path):
         assert second.stats() == stats and thread_messages(second, "alice:continuous") == messages
 
 
-def test_progress_goes_to_stderr(store, sample_path, capsys):
-    run(store, sample_path, "jsonl", progress=True)
-    captured = capsys.readouterr()
-    assert captured.out == "" and "ingest" in captured.err
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_goes_to_a_terminal_stderr_only(tmp_path, sample_path, capsys, monkeypatch):
+    with Store(tmp_path / "quiet.duckdb") as quiet:
+        run(quiet, sample_path, "jsonl", progress=True)
+    assert capsys.readouterr().err == ""  # stderr is not a terminal here: no 0% bars in logs
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with Store(tmp_path / "loud.duckdb") as loud:
+        run(loud, sample_path, "jsonl", progress=True)
+    assert capsys.readouterr().out == "" and "ingest" in terminal.getvalue()
 
 
 # Parquet ----------------------------------------------------------------------------------------

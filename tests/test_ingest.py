@@ -113,6 +113,7 @@ def test_bad_messages_get_clear_errors_and_store_nothing(store, ingestor):
     assert store.stats() == before
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gaps=st.lists(st.integers(min_value=0, max_value=3 * 24 * 60), min_size=1, max_size=40),
        batch=st.integers(min_value=1, max_value=7))

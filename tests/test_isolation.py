@@ -26,8 +26,9 @@ from engine.api import ConversationEngine
 from engine.errors import ConvsearchError
 from engine.mcp_server import build_server
 from engine.serialize import to_jsonable
-from tests.test_deletion import real_embedder
-from tests.test_fuzz import live_server
+from tests.support import live_server, real_embedder
+
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 TAGS = {"alpha": "qal", "bravo": "zeb", "charlie": "wuc"}
 USERS = tuple(TAGS)

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "load_test.py"
 
 
+@pytest.mark.slow
+@pytest.mark.process
 def test_load_smoke_has_no_errors_and_loses_nothing(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--threads", "2", "--seconds", "5", "--lexical",
                            "--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=240)

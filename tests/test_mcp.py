@@ -14,12 +14,15 @@ from mcp.types import CallToolResult, Tool
 
 from engine.api import ConversationEngine
 from engine.mcp_server import TOOL_NAMES
-from tests.test_http import ALICE, BOB, NOW, messages
+from engine.ranking import STRONG_LEXICAL
+from tests.support import ALICE, BOB, NOW, messages
+
+pytestmark = [pytest.mark.model, pytest.mark.process]  # see tests/conftest.py (--fast)
 
 REPO = Path(__file__).resolve().parents[1]
 CONVSEARCH = Path(sys.executable).parent / "convsearch"
 READ_ONLY = {"conversation_search", "conversation_get", "get_conversation_context", "get_turns_since",
-             "get_turns_around", "search_session_history", "get_conversation"}
+             "get_turns_around", "search_session_history", "get_conversation", "assemble_context"}
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "search": ("conversation_search", {"query": "which database did we choose?", "explain": True}),
     "search_bob": ("conversation_search", {"query": "Mochi cat salmon allergy", "kinds": ["message"]}),
@@ -34,13 +37,24 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "wrong_types": ("conversation_search", {"query": 123, "limit": "lots"}),
     "too_many": ("conversation_search", {"query": "database", "limit": 500}),
     "smuggled_user": ("get_turns_since", {"timestamp": "2024-03-04", "user_id": "bob"}),
-    "neither": ("get_conversation", {}),
+    "no_args": ("get_conversation", {}),
+    "both": ("get_conversation", {"conversation_id": "alice:continuous:conv:1", "list_recent": True}),
     "slice": ("request_context_slice", {"start_seq": 1, "end_seq": 3}),
+    "assemble": ("assemble_context", {"max_tokens": 2000}),
+    "assemble_again": ("assemble_context", {"max_tokens": 2000}),
+    "strict": ("conversation_search", {"query": "which database did we choose?", "min_score": 0.99, "explain": True}),
+    "rrf": ("conversation_search", {"query": "which database did we choose?", "fusion": "rrf", "explain": True}),
     "summarize": ("summarize_message_range", {"start_seq": 1, "end_seq": 5}),
     "recent": ("get_conversation", {"list_recent": True, "limit": 5}),
     "conversation": ("get_conversation", {"conversation_id": "alice:continuous:conv:1"}),
     "end": ("end_conversation", {"reason": "wrapping up"}),
     "after_errors": ("conversation_search", {"query": "ECONNRESET", "limit": 2}),
+    "add": ("add_messages", {"messages": [{"role": "user", "content": "The parking code is 4417.",
+                                           "message_id": "a-park"}]}),
+    "add_again": ("add_messages", {"messages": [{"role": "user", "content": "The parking code is 4417.",
+                                                 "message_id": "a-park"}]}),
+    "add_bad": ("add_messages", {"messages": [{"role": "robot", "content": "hi"}]}),
+    "find_added": ("search_session_history", {"text": "4417"}),
 }
 
 
@@ -58,7 +72,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _session(home: Path, errlog: Any) -> dict[str, Any]:
     server = StdioServerParameters(command=str(CONVSEARCH), args=["--home", str(home), "mcp", "--user", "alice"],
-                                   env={"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}, cwd=REPO)
+                                   env={"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)},
+                                   cwd=REPO)  # the SDK passes only a few variables on: name this checkout
     transcript: dict[str, Any] = {}
     async with stdio_client(server, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         transcript["init"] = await session.initialize()
@@ -130,7 +145,8 @@ def test_bad_calls_are_tool_errors_not_crashes(transcript: dict[str, Any]) -> No
     wrong = failure(transcript["wrong_types"])
     assert "query" in wrong and "limit" in wrong
     assert "invalid_input" in failure(transcript["too_many"])
-    assert "conversation_id" in failure(transcript["neither"])
+    assert "not both" in failure(transcript["both"])
+    assert "role" in failure(transcript["add_bad"])
     assert not transcript["after_errors"].is_error  # the server lived through them
 
 
@@ -147,3 +163,29 @@ def test_another_users_history_is_unreachable(transcript: dict[str, Any]) -> Non
 def test_logs_go_to_stderr_only(transcript: dict[str, Any], home: Path) -> None:
     log = (home.parent / "mcp.stderr").read_text()
     assert '"jsonrpc"' not in log
+
+
+def test_added_messages_are_alices_stored_once_and_found(transcript: dict[str, Any]) -> None:
+    assert data(transcript["add"])["inserted"] == ["a-park"]
+    assert data(transcript["add_again"])["duplicates"] == ["a-park"]  # a retry never doubles
+    found = data(transcript["find_added"])
+    assert [m["message"]["message_id"] for m in found] == ["a-park"] and found[0]["message"]["role"] == "user"
+
+
+def test_assemble_context_honours_a_pending_slice_once(transcript: dict[str, Any]) -> None:
+    sliced = data(transcript["assemble"])
+    assert sliced["source"] == "slice" and [i["message_id"] for i in sliced["items"]] == ["a1", "a2"]
+    assert data(transcript["assemble_again"])["source"] == "today"
+
+
+def test_search_takes_min_score_and_fusion(transcript: dict[str, Any]) -> None:
+    every = data(transcript["search"])["results"]
+    strict = data(transcript["strict"])["results"]
+    assert len(strict) < len(every)  # a floor never drops a strong keyword hit (engine.ranking.passes_floor)
+    assert all(hit["score"] >= 0.99 or hit["parts"]["lexical"] >= STRONG_LEXICAL for hit in strict)
+    assert {hit["parts"]["fusion"] for hit in data(transcript["rrf"])["results"] if hit["kind"] == "message"} == {"rrf"}
+
+
+def test_get_conversation_without_arguments_lists_recent_ones(transcript: dict[str, Any]) -> None:
+    listed = data(transcript["no_args"])
+    assert listed and listed[:5] == data(transcript["recent"])

@@ -13,9 +13,14 @@ from engine.ranking import (
     ScoreParts,
     apply_penalty,
     clamp_vector,
+    earned,
+    favour_named_speakers,
+    lift_replies,
     merge_summaries_first,
     message_scores,
+    names_speaker,
     normalise_lexical,
+    own_lexical,
     own_scores,
     passes_floor,
     ranks_of,
@@ -92,6 +97,16 @@ def test_floor_never_drops_a_strong_keyword_hit():
     assert passes_floor(weak, None)
 
 
+def test_a_message_is_exempt_from_the_floor_by_its_own_line_not_its_window():
+    # the window holds the keyword, the message does not (and the other way round)
+    without = ScoreParts(vector=0.1, lexical=1.0, lexical_raw=3.0, fused=0.3, penalty=1.0, vector_rank=None,
+                         lexical_rank=1, fusion="weighted", own_lexical=0.0)
+    holding = ScoreParts(vector=0.1, lexical=0.2, lexical_raw=0.6, fused=0.3, penalty=1.0, vector_rank=None,
+                         lexical_rank=4, fusion="weighted", own_lexical=1.0)
+    assert not passes_floor(without, 0.35)
+    assert passes_floor(holding, 0.35)
+
+
 WEIGHTS = {"vector_weight": 0.7, "lexical_weight": 0.3}
 
 
@@ -116,6 +131,52 @@ def test_a_line_without_a_vector_is_scored_on_its_words():
     assert own[0] == 1.0 and own[1] == pytest.approx(0.7 * 0.9 + 0.3 * 0.5)
 
 
+def test_own_lexical_is_relative_to_the_best_line():
+    assert own_lexical([2.0, 0.0, 4.0]).tolist() == [0.5, 0.0, 1.0]
+    assert own_lexical([0.0, 0.0]).tolist() == [0.0, 0.0]
+
+
+def test_context_counts_only_as_far_as_the_own_line_earned_it():
+    assert earned([0.9, 0.9, 0.2], [0.05, 0.6, 0.6], 2.0) == pytest.approx([0.1, 0.9, 0.2])
+    assert earned([0.9], [0.0], np.inf) == pytest.approx([0.9])  # an infinite cap turns the rule off
+
+
+def test_a_line_that_matches_nothing_is_not_lifted_by_its_window():
+    # "Good night, Alice." shares the decision's window but not its words or meaning
+    good_night, decision = message_scores([0.63, 0.34], [0.06, 0.37], [np.nan, np.nan], own_weight=0.3,
+                                          summary_weight=0.25, context_cap=2.0)
+    assert decision > good_night
+    uncapped = message_scores([0.63, 0.34], [0.06, 0.37], [np.nan, np.nan], own_weight=0.3, summary_weight=0.25)
+    assert uncapped[0] > uncapped[1]  # round 1's blend ranked it first
+
+
+def test_the_summary_is_capped_like_the_window():
+    capped = message_scores([0.1], [0.1], [1.0], own_weight=0.5, summary_weight=0.5, context_cap=2.0)
+    assert capped == pytest.approx([0.5 * (0.5 * 0.1 + 0.5 * 0.1) + 0.5 * 0.2])
+
+
+@pytest.mark.parametrize("speaker,named", [("Caroline", True), ("caroline", True), ("Mel", False), (None, False),
+                                           ("Ünïcødé Bot", True), ("Jon Snow", False)])
+def test_a_speaker_is_named_by_every_word_of_the_name(speaker, named):
+    assert names_speaker(frozenset({"what", "did", "caroline", "research", "ünïcødé", "bot", "jon"}), speaker) is named
+
+
+def test_other_speakers_weigh_less_only_when_someone_is_named():
+    scores = np.array([0.5, 0.6, 0.4])
+    favoured = favour_named_speakers(scores, np.array([True, False, False]), other_weight=0.8)
+    assert favoured == pytest.approx([0.5, 0.48, 0.32])
+    assert favour_named_speakers(scores, np.zeros(3, dtype=bool), other_weight=0.8) == pytest.approx(scores)
+
+
+def test_the_reply_after_a_strong_match_is_lifted_and_nothing_else():
+    scores = np.array([0.9, 0.1, 0.3, 0.05])
+    previous = np.array([-1, 0, 1, -1])  # 1 answers 0, 2 answers 1; 3 starts elsewhere
+    lifted = lift_replies(scores, previous, lift=0.8)
+    assert lifted == pytest.approx([0.9, 0.72, 0.3, 0.05])  # lifted from the score before the lift: no chain
+    assert lift_replies(scores, previous, lift=0.0) == pytest.approx(scores)
+    assert lift_replies(np.zeros(0), np.zeros(0, dtype=np.int64), lift=0.8).size == 0
+
+
 def test_a_reply_in_a_strong_window_beats_a_near_match_in_a_weak_one():
     # the reply shares no word with the query, but its window (question + reply) matches well
     scores = message_scores([0.9, 0.3], [0.4, 0.6], [np.nan, np.nan], own_weight=0.3, summary_weight=0.25)
@@ -132,10 +193,11 @@ def test_the_covering_summary_lends_its_score_and_no_summary_is_neutral():
 
 
 @given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=20),
-       st.floats(0, 1), st.floats(0, 1))
-def test_message_scores_stay_in_0_1(rows, own_weight, summary_weight):
+       st.floats(0, 1), st.floats(0, 1), st.sampled_from([0.5, 2.0, np.inf]))
+def test_message_scores_stay_in_0_1(rows, own_weight, summary_weight, cap):
     window, own, summary = (np.array(c) for c in zip(*rows))
-    scores = message_scores(window, own, summary, own_weight=own_weight, summary_weight=summary_weight)
+    scores = message_scores(window, own, summary, own_weight=own_weight, summary_weight=summary_weight,
+                            context_cap=cap)
     assert np.all((scores >= -1e-12) & (scores <= 1 + 1e-12))
 
 

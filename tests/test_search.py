@@ -8,15 +8,20 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
+from engine.config import Settings
 from engine.errors import InvalidInputError, InvalidTimestampError
+
+pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
 NOW = datetime(2024, 3, 7, 12, 0, tzinfo=timezone.utc)
+# the sample runs to 2024-03-12, after NOW: accept messages up to 30 days ahead of the pinned clock
+AHEAD = Settings(future_tolerance_hours=24 * 30)
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    with ConversationEngine(tmp_path_factory.mktemp("search"), clock=lambda: NOW) as e:
+    with ConversationEngine(tmp_path_factory.mktemp("search"), clock=lambda: NOW, settings=AHEAD) as e:
         e.import_file(SAMPLE, fmt="jsonl")
         e.index()
         yield e
@@ -39,6 +44,52 @@ def test_a_keyword_hit_survives_a_high_minimum_score(engine):
     top = response.results[0]
     assert "A-7731" in contents(engine, "alice", response)[0]
     assert top.parts.final < 0.95 and top.parts.lexical == 1.0  # kept by its lexical match, not its score
+
+
+def test_the_floor_exemption_looks_at_the_message_not_its_window(engine):
+    response = engine.search("alice", "A-7731", min_score=0.95, limit=20, kinds=("message",), explain=True)
+    texts = contents(engine, "alice", response)
+    assert texts and all("A-7731" in text for text in texts)  # window neighbours without the id are dropped
+    assert all(h.parts.own_lexical >= 0.5 for h in response.results)
+
+
+def test_a_line_that_matches_nothing_does_not_ride_on_its_window(engine):
+    # "Good night, Alice." shares a window with the question; its own line matches nothing
+    response = engine.search("alice", "what did we decide about the database?", limit=20, kinds=("message",))
+    ids = [h.message_id for h in response.results]
+    assert "alice-0057" in ids[:3]  # the answer: "Decision (ADR-007, Monday): managed PostgreSQL 15.4 ..."
+    assert "alice-0055" not in ids or ids.index("alice-0055") > ids.index("alice-0057")
+
+
+def test_the_reply_after_a_strong_match_is_lifted(engine):
+    response = engine.search("alice", "what did we decide about the database?", limit=20, kinds=("message",),
+                             explain=True)
+    by_id = {h.message_id: h for h in response.results}
+    question, answer = by_id["alice-0056"], by_id["alice-0057"]
+    assert answer.parts.fused == pytest.approx(0.9 * question.parts.fused)  # lifted by the question it answers
+    assert answer.parts.fused > answer.parts.own
+
+
+def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):
+    # req-9120 sits in the middle of a 6,701-character log: neither its head nor its tail holds it
+    response = engine.search("alice", "req-9120", kinds=("message",))
+    hit = response.results[0]
+    assert hit.message_id == "alice-0032" and "req-9120" in hit.snippet  # cited from the piece that matched
+    assert hit.from_seq == hit.to_seq == hit.seq  # the piece's window is the message alone
+    errors = engine.search("alice", "ECONNRESET", kinds=("message",))
+    assert "alice-0032" in [h.message_id for h in errors.results[:3]]
+
+
+def test_a_named_participant_s_turns_come_first(tmp_path):
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("dora")
+        # Carol's question shares more of the query's words; Bob's turn is the one about Bob
+        turns = [("Bob", "Carol, I finally got a kayak last week, a red one."),
+                 ("Carol", "Bob, a kayak! Which kayak did you buy?"), ("Bob", "A sit-on-top, for the lake.")]
+        engine.ingest("dora", [{"role": "user", "speaker": who, "content": text, "message_id": f"m{i}",
+                                "created_at": f"2024-01-01T09:0{i}"} for i, (who, text) in enumerate(turns)])
+        response = engine.search("dora", "which kayak did Bob buy?", kinds=("message",))
+        assert response.results[0].speaker == "Bob"
 
 
 def test_multi_term_queries_match_any_term(engine):
@@ -82,14 +133,17 @@ def test_overlapping_windows_never_return_a_message_twice(engine):
 
 
 def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
         engine.index("alice")
         day = engine.get("alice", day_segment_id="alice:continuous:day:2024-03-04")
         first, last = (engine.get("alice", message_id=m).seq for m in (day.message_ids[0], day.message_ids[-1]))
         summary = engine.summarize_range("alice", first, last + 1)
         response = engine.search("alice", "which database did we choose and why", explain=True)
-        assert response.results[0].kind == "summary" and response.results[0].summary_id == summary.summary_id
+        top = response.results[0]
+        assert top.kind == "summary" and (top.from_seq, top.to_seq) == (summary.from_seq, summary.to_seq)
+        # the range, the day and the conversation summary cover the same turns: one of them shows
+        assert [(h.from_seq, h.to_seq) for h in response.results if h.kind == "summary"].count((first, last)) == 1
         covered = [h for h in response.results if h.kind == "message" and h.covered_by_summary]
         assert covered and all(h.parts.penalty == pytest.approx(0.85) for h in covered)
         assert all(h.score == pytest.approx(h.parts.fused * 0.85, abs=1e-6) for h in covered)
@@ -100,7 +154,7 @@ def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
 
 
 def test_ties_go_to_the_newer_day(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("carol")
         for thread, message_id, at in (("t-old", "old", "2024-01-01T09:00"), ("t-new", "new", "2024-01-02T09:00")):
             engine.store.ensure_thread("carol", thread)  # two threads: two windows with equal scores
@@ -112,7 +166,7 @@ def test_ties_go_to_the_newer_day(tmp_path):
 
 
 def test_within_a_window_ties_cite_the_newer_message(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("erin")
         engine.ingest("erin", [{"role": "user", "content": "zebraquartz", "created_at": at, "message_id": message_id}
                                for message_id, at in (("first", "2024-01-01T09:00"), ("second", "2024-01-01T09:01"))])
@@ -120,7 +174,7 @@ def test_within_a_window_ties_cite_the_newer_message(tmp_path):
 
 
 def test_messages_not_yet_embedded_are_found_lexically(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.add_user("dave")
         engine.ingest("dave", [{"role": "user", "content": "the invoice INV-4410 bounced", "created_at": "2024-01-01T09:00"}],
                       index=False)
@@ -130,7 +184,7 @@ def test_messages_not_yet_embedded_are_found_lexically(tmp_path):
 
 
 def test_without_embeddings_search_is_lexical_and_says_so(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW, embedder=None) as engine:
+    with ConversationEngine(tmp_path, clock=lambda: NOW, embedder=None, settings=AHEAD) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
         response = engine.search("alice", "ECONNRESET")
         assert response.mode == "lexical" and "lexical" in response.notice

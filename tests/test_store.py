@@ -88,6 +88,7 @@ def test_substring_search_is_literal(tmp_path):
         assert [m.seq for m in found] == [1]
 
 
+@pytest.mark.process
 def test_second_writer_process_gets_a_clear_error(tmp_path):
     import subprocess
     import sys

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.cli.common import progress_bar
 from engine.errors import InvalidInputError
-from engine.evaluation.locomo import RunConfig, RunResult, open_corpus, parse_ks, run
+from engine.evaluation.locomo import SUMMARY_SOURCES, RunConfig, RunResult, open_corpus, parse_ks, run
 from engine.serialize import to_jsonable
 
 __all__ = ["register", "format_report"]
@@ -36,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--mode", choices=("hybrid", "lexical", "vector"), default="hybrid",
                    help="search mode (lexical skips loading the embedding model)")
     q.add_argument("--fusion", choices=("weighted", "rrf"), help="hybrid fusion (default: the settings')")
+    q.add_argument("--summaries", choices=SUMMARY_SOURCES, default="engine",
+                   help="where summaries come from: the engine's own, made while every turn is replayed "
+                        "through live ingest (default: what a deployment gets), the file's human-written "
+                        "session summaries (dataset), or none")
     q.add_argument("--no-summaries", action="store_true", help="search messages only (kinds=message)")
     q.add_argument("--no-penalty", action="store_true", help="do not down-weight messages covered by a summary")
     q.add_argument("--no-summary-context", action="store_true",
@@ -65,8 +70,8 @@ def locomo(args: argparse.Namespace) -> None:
     # Lexical runs need no vectors: skip the model and the embedding pass entirely.
     embedder = None if args.mode == "lexical" else "auto"
     with open_corpus(args.data, limit_conversations=args.limit_conversations, max_questions=args.max_questions,
-                     embedder=embedder, progress=say) as corpus:
-        result = run(corpus, config, progress=say)
+                     embedder=embedder, progress=say, bar=progress_bar, summaries=args.summaries) as corpus:
+        result = run(corpus, config, progress=say, bar=progress_bar)
     print(format_report(result))
     if args.json:
         print(json.dumps(to_jsonable(result), ensure_ascii=False, separators=(",", ":")))
@@ -78,8 +83,9 @@ def format_report(result: RunResult) -> str:
     lines = [
         f"LoCoMo retrieval: {result.label} (limit {result.config.limit})",
         f"corpus: {len(facts.get('conversations', []))} conversations, {facts.get('turns')} turns, "
-        f"{facts.get('questions')} questions scored; embedder {facts.get('embedder') or 'none'}",
-        f"index build {facts.get('index_seconds')} s (import {facts.get('import_seconds')} s); search latency "
+        f"{facts.get('questions')} questions scored; embedder {facts.get('embedder') or 'none'}; "
+        f"summaries: {facts.get('summary_source')} ({facts.get('summaries')} stored)",
+        f"index build {facts.get('index_seconds')} s (import or replay {facts.get('import_seconds')} s); search latency "
         f"p50 {latency.get('p50')} ms, p99 {latency.get('p99')} ms over {latency.get('searches')} searches",
         f"modes used: {dict(result.modes_used)}" + "".join(f"\nnotice: {n}" for n in result.notices),
     ]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli.common import open_engine
+from engine.cli.common import open_engine, open_local
 from engine.cli.output import emit
 from engine.doctor import diagnose, repair
 from engine.errors import ConvsearchError
@@ -30,12 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--message", nargs="+", metavar="ID", help="message ids (another user's ids are ignored)")
     which.add_argument("--conversation", metavar="ID", help="a conversation id")
     which.add_argument("--all-of-user", action="store_true", help="the user and everything derived from it")
+    p.add_argument("--yes", action="store_true", help="delete a user without asking first")
     p.set_defaults(handler=delete)
 
 
 def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
     """Print the report (and what was repaired); problems left over exit 2 with one line on stderr."""
-    with open_engine(args) as engine:
+    with open_local(args, "doctor" + (" --repair" if args.repair else "")) as engine:
         report = diagnose(engine)
         if not args.repair:
             result: dict[str, Any] = {"ok": report.ok, "report": report}
@@ -56,14 +57,19 @@ def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
 def delete(args: argparse.Namespace) -> dict[str, Any]:
     with open_engine(args) as engine:
         if args.all_of_user:
-            count = engine.delete_user(args.user)
-            return {"user_id": args.user, "deleted": "user", "messages_deleted": count}
-        if args.conversation:
-            count = engine.delete_conversation(args.user, args.conversation)
-            return {"user_id": args.user, "deleted": "conversation", "conversation_id": args.conversation,
-                    "messages_deleted": count}
-        engine.store.get_user(args.user)  # an unknown user is an error, not "0 deleted"
-        found = {m.message_id for m in engine.store.messages_by_ids(args.message, user_id=args.user)}
-        count = engine.delete_messages(args.user, args.message)
-        return {"user_id": args.user, "deleted": "messages", "message_ids": sorted(found),
-                "not_found": sorted(set(args.message) - found), "messages_deleted": count}
+            _confirm_user_deletion(engine, args.user, args.yes)
+        return engine.delete(args.user, message_ids=args.message, conversation_id=args.conversation,
+                             all_of_user=args.all_of_user)
+
+
+def _confirm_user_deletion(engine: Any, user_id: str, yes: bool) -> None:
+    """Deleting a user cannot be undone: ask on a terminal, require --yes elsewhere."""
+    messages = engine.stats(user_id)["messages"]  # also: an unknown user is an error before any question
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConvsearchError(f"deleting user {user_id!r} ({messages} messages) cannot be undone: pass --yes to "
+                              "confirm (no terminal to ask on)")
+    answer = input(f"Delete user {user_id!r} and all {messages} of their messages, summaries and indexes? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise ConvsearchError(f"not deleted: user {user_id!r} is unchanged")

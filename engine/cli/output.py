@@ -26,7 +26,7 @@ def render_table(data: Any) -> str:
     """Rows of dicts as aligned columns; a dict as key/value lines; lists inside a dict as sub-tables."""
     if isinstance(data, dict):
         rows = [k for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
-        head = "\n".join(f"{k}: {_cell(v)}" for k, v in data.items() if k not in rows)
+        head = "\n".join(f"{k}: {_cell(v, cut=False)}" for k, v in data.items() if k not in rows)
         tables = "\n\n".join(f"{k}:\n{render_table(data[k])}" for k in rows)
         return "\n\n".join(part for part in (head, tables) if part)
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
@@ -40,7 +40,10 @@ def render_table(data: Any) -> str:
     return _cell(data)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, *, cut: bool = True) -> str:
+    """A table cell on one line, cut at MAX_CELL; a record's own field (`cut=False`) is shown whole."""
     text = "" if value is None else (json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value))
+    if not cut:
+        return text
     text = " ".join(text.split())
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"

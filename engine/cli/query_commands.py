@@ -26,9 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     _summary_parsers(sub)
 
 
-def _command(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+def _command(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str, *,
+             thread: bool = False) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--user", required=True, help="the user whose history to use")
+    if thread:
+        p.add_argument("--thread", help="thread id, as `convsearch threads` lists them (default: the continuous one)")
     p.set_defaults(handler=_shown(handler))
     return p
 
@@ -42,8 +45,11 @@ def _search_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--start", help="only at or after this ISO 8601 time (naive = user's zone)")
     p.add_argument("--end", help="only before this ISO 8601 time (naive = user's zone)")
     p.add_argument("--explain", action="store_true", default=None, help="show each result's score parts")
+    p.add_argument("--min-score", type=float, help="drop results scoring below this (0 to 1)")
+    p.add_argument("--fusion", choices=("weighted", "rrf"), help="how vector and keyword scores combine "
+                   "(default: CONVSEARCH_FUSION)")
 
-    p = _command(sub, "grep", grep, "exact, case-insensitive substring search, oldest first")
+    p = _command(sub, "grep", grep, "exact, case-insensitive substring search, oldest first", thread=True)
     p.add_argument("text", help="literal text to find (no wildcards or regex)")
     p.add_argument("--limit", type=int, help="at most this many matches (default 50)")
 
@@ -53,34 +59,35 @@ def _search_parsers(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--day", help="day segment id (as search results show it)")
     p.add_argument("--from", dest="from_id", help="with --day and --to: first message id of the range")
     p.add_argument("--to", dest="to_id", help="with --day and --from: last message id of the range (inclusive)")
+    p.add_argument("--offset", type=int, help="with --message: its text from this character (long messages come "
+                   "in parts; see content_truncated)")
 
 
 def _navigation_parsers(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, "since", since, "every turn at or after a moment, and the summaries ending after it")
+    p = _command(sub, "since", since, "every turn at or after a moment, and the summaries ending after it",
+                 thread=True)
     p.add_argument("timestamp", help="ISO 8601 time (naive = user's zone)")
     p.add_argument("--limit", type=int, help="at most this many turns (default 1000)")
     p.add_argument("--from-seq", type=int, help="continue a truncated answer from this seq (its next_seq)")
     p.add_argument("--no-summaries", dest="include_summaries", action="store_false", default=None,
                    help="leave the summaries out")
 
-    p = _command(sub, "around", around, "a window of turns before and after a moment")
+    p = _command(sub, "around", around, "a window of turns before and after a moment", thread=True)
     p.add_argument("timestamp", help="ISO 8601 moment (naive = user's zone)")
     p.add_argument("--count", type=int, help="turns in the window (default 40)")
     p.add_argument("--before-ratio", type=float, help="share of the window before the moment, 0 to 1 (default 0.5)")
 
-    p = _command(sub, "context", context, "recent turns verbatim, with summaries standing in for older ones")
+    p = _command(sub, "context", context, "recent turns verbatim, with summaries standing in for older ones",
+                 thread=True)
     p.add_argument("--turns", type=int, help="messages' worth of context (default 40)")
 
-    p = _command(sub, "range", messages_range, "turns with START <= seq < END")
+    p = _command(sub, "range", messages_range, "turns with START <= seq < END", thread=True)
     p.add_argument("start", type=int, help="first seq")
     p.add_argument("end", type=int, help="end seq, exclusive")
 
 
 def _summary_parsers(sub: argparse._SubParsersAction) -> None:
-    p = _command(sub, "summarize", summarize, "summarise turns START <= seq < END (stored and searchable)")
-    p.add_argument("start", type=int, help="first seq")
-    p.add_argument("end", type=int, help="end seq, exclusive")
-
+    # `summarize` (a range, a backfill, the scheduled close) lives in engine.cli.summary_commands
     p = _command(sub, "conversations", conversations, "list recent conversations, or show one with --id")
     p.add_argument("--limit", type=int, help="how many to list, 1 to 100 (default 10)")
     p.add_argument("--id", dest="conversation_id", help="show this conversation and all its messages")
@@ -89,9 +96,11 @@ def _summary_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", help="why it ended (default 'explicit')")
 
     p = _command(sub, "assemble", assemble, "the context payload for the user's next model call")
-    p.add_argument("--max-tokens", type=int, help="token budget (default: CONVSEARCH_CONTEXT_TOKEN_BUDGET)")
+    p.add_argument("--max-tokens", type=int, help="token budget (default: CONVSEARCH_CONVERSATION_MAX_CONTEXT_TOKENS "
+                   "minus CONVSEARCH_CONVERSATION_RESERVED_TOKENS, 4000)")
 
     _command(sub, "status", status, "what the user's indexes hold and what still waits for vectors")
+    _command(sub, "threads", threads, "the user's threads (continuous and imported), oldest first")
 
 
 # Handlers -------------------------------------------------------------------------------------
@@ -99,44 +108,42 @@ def search(args: argparse.Namespace) -> Any:
     with open_engine(args) as engine:
         return engine.search(args.user, args.query, **given(
             limit=args.limit, day=args.day, recency_days=args.recency_days, start=args.start, end=args.end,
-            explain=args.explain))
+            explain=args.explain, min_score=args.min_score, fusion=args.fusion))
 
 
 def grep(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
-        return substring_matches(engine.substring_search(args.user, args.text, **given(limit=args.limit)))
+        found = engine.substring_search(args.user, args.text, **given(limit=args.limit, thread_id=args.thread))
+        return substring_matches(found)
 
 
 def get(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
         return engine.get(args.user, message_id=args.message, day_segment_id=args.day,
-                          from_message_id=args.from_id, to_message_id=args.to_id)
+                          from_message_id=args.from_id, to_message_id=args.to_id, offset=args.offset)
 
 
 def since(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
         return engine.turns_since(args.user, args.timestamp, **given(
-            limit=args.limit, from_seq=args.from_seq, include_summaries=args.include_summaries))
+            limit=args.limit, from_seq=args.from_seq, include_summaries=args.include_summaries,
+            thread_id=args.thread))
 
 
 def around(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
-        return engine.turns_around(args.user, args.timestamp, **given(count=args.count, before_ratio=args.before_ratio))
+        return engine.turns_around(args.user, args.timestamp, **given(count=args.count, before_ratio=args.before_ratio,
+                                                                      thread_id=args.thread))
 
 
 def context(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
-        return engine.conversation_context(args.user, **given(turns=args.turns))
+        return engine.conversation_context(args.user, **given(turns=args.turns, thread_id=args.thread))
 
 
 def messages_range(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
-        return engine.messages_range(args.user, args.start, args.end)
-
-
-def summarize(args: argparse.Namespace) -> Any:
-    with open_engine(args, vectors=False) as engine:
-        return engine.summarize_range(args.user, args.start, args.end)
+        return engine.messages_range(args.user, args.start, args.end, **given(thread_id=args.thread))
 
 
 def conversations(args: argparse.Namespace) -> Any:
@@ -160,6 +167,11 @@ def status(args: argparse.Namespace) -> Any:
     with open_engine(args) as engine:
         engine.users(args.user)  # unknown user: an error, not an empty report
         return engine.index_status(args.user)
+
+
+def threads(args: argparse.Namespace) -> Any:
+    with open_engine(args, vectors=False) as engine:
+        return engine.list_threads(args.user)
 
 
 # Table output ---------------------------------------------------------------------------------

@@ -1,17 +1,21 @@
-"""Service commands: `serve` (the HTTP API under uvicorn) and `mcp` (the MCP server over stdio).
+"""Service commands: `serve` (HTTP API and MCP over HTTP, under uvicorn) and `mcp` (MCP over stdio).
 
-Both hold the store open for writing while they run (DuckDB allows one writer process), so other
-processes reach the data through them. They print nothing on stdout themselves: for `mcp`,
-stdout is the protocol.
+`serve` owns the data directory (DuckDB allows one writer process) and says where it listens in
+`server.json` there; every other client, `mcp` included, then goes through it. Neither prints on
+stdout itself: for `mcp`, stdout is the protocol.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
+import socket
+import sys
 
-from engine.cli.common import open_engine
+from engine.cli.common import open_local, refuse_beside_server
+from engine.config import Settings, data_dir
+from engine.errors import InvalidInputError
+from engine.http.hosts import is_loopback
 
 __all__ = ["register"]
 
@@ -19,9 +23,12 @@ log = logging.getLogger("convsearch.serve")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the HTTP API (loopback by default)")
+    p = sub.add_parser("serve", help="serve the HTTP API and MCP (at /mcp) for this data directory (loopback by default)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback address without CONVSEARCH_API_TOKEN (anyone who reaches it reads "
+                        "every user's history)")
     p.set_defaults(handler=serve)
 
     p = sub.add_parser("mcp", help="serve the MCP tools over stdio, bound to one user")
@@ -30,15 +37,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
+    """Own the data directory: HTTP API and MCP on one socket, advertised in the directory (engine.runtime)."""
     import uvicorn
 
     from engine.http.app import create_app
+    from engine.runtime import advertised
 
-    with open_engine(args) as engine:
-        if not _loopback(args.host) and not engine.settings.api_token:
-            log.warning("serve.no_token host=%s: anyone who can reach it reads every user's history; "
-                        "set CONVSEARCH_API_TOKEN", args.host)
-        uvicorn.run(create_app(engine), host=args.host, port=args.port, log_level="info")
+    if not is_loopback(args.host) and not Settings().api_token:
+        if not args.insecure:
+            raise InvalidInputError(
+                f"refusing to serve {args.host} without a token: anyone who can reach it would read every user's "
+                "history; set CONVSEARCH_API_TOKEN, or bind 127.0.0.1, or pass --insecure to serve it anyway")
+        log.warning("serve.no_token host=%s --insecure: anyone who can reach it reads every user's history",
+                    args.host)
+    refuse_beside_server(args, "serve")
+    with advertised(data_dir(args.home), None), open_local(args, "serve", create=True) as engine:  # "starting", for clients
+        sock = _listen(args.host, args.port)  # bound before advertising: early clients wait in the backlog
+        url = f"http://{_client_host(args.host)}:{sock.getsockname()[1]}"
+        config = uvicorn.Config(create_app(engine, host=args.host, url=url), log_level="info")
+        print(f"convsearch: serving {engine.home} at {url} (MCP at {url}/mcp)", file=sys.stderr, flush=True)
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 def mcp(args: argparse.Namespace) -> None:
@@ -47,10 +65,17 @@ def mcp(args: argparse.Namespace) -> None:
     run_stdio(args.home, args.user)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def _client_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to `host`."""
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+    host = wildcard.get(host, host)
+    return f"[{host}]" if ":" in host else host
+

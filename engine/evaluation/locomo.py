@@ -11,6 +11,13 @@ evidence turns the hit *covers*, and the metrics of `engine.evaluation.metrics` 
 * session: a hit covers the turns of its sessions: a message hit its cited turn's session (from
   the dia_id "D<session>:<turn>"), a summary hit the sessions of the messages in its span.
 
+Summaries come from one of three sources (`SUMMARY_SOURCES`): "dataset" imports the file's
+human-written session summaries (and makes none of its own); "none" drops them and makes none;
+"engine" drops them and replays every turn, in time order and one at a time, through
+`ConversationEngine.ingest`, the path a live deployment uses, so the summaries are the engine's own
+(its triggers, its summarizer), with each session ended as a client would and the scheduled close
+run at the end.
+
 Categories 1-4 make the "overall" group; adversarial questions (5) are scored apart, since
 their evidence points at turns that do *not* answer them.
 """
@@ -31,19 +38,20 @@ from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.evaluation.metrics import (as_slots, mean, ndcg, percentile, recall_all, recall_any, recall_fraction,
                                        reciprocal_rank)
-from engine.importers.locomo import load_locomo, repair_evidence
+from engine.importers.locomo import LOCOMO_TIMEZONE, load_locomo, locomo_sessions, repair_evidence
 from engine.search_types import LIMIT_RANGE, SearchHit
 from indexers.embedders import Embedder
 
 __all__ = [
     "CATEGORIES", "ADVERSARIAL", "DEFAULT_KS", "QaItem", "EvidenceLog", "RunConfig", "Corpus", "RunResult",
-    "open_corpus", "run", "hit_coverage", "score_question", "session_of", "parse_ks",
+    "open_corpus", "run", "hit_coverage", "score_question", "session_of", "parse_ks", "SUMMARY_SOURCES",
 ]
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ADVERSARIAL = 5
 DEFAULT_KS = (1, 5, 10, 20)
 NDCG_K = 10
+SUMMARY_SOURCES = ("dataset", "engine", "none")
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
 
 TurnMap = Mapping[tuple[str, int], str]  # (thread_id, seq) -> dia_id
@@ -109,6 +117,8 @@ class Corpus:
     import_seconds: float
     index_seconds: float
     embedder: str | None
+    summary_source: str = "dataset"
+    summaries: int = 0  # stored summaries (day, conversation) when the questions were asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,33 +153,58 @@ def parse_ks(text: str) -> tuple[int, ...]:
 @contextmanager
 def open_corpus(path: str | Path, *, limit_conversations: int | None = None, max_questions: int | None = None,
                 settings: Settings | None = None, embedder: Embedder | None | str = "auto",
-                progress: Callable[[str], None] | None = None) -> Iterator[Corpus]:
-    """Import `path` into a fresh store in a temporary directory, index it, and yield the corpus.
+                progress: Callable[[str], None] | None = None, summaries: str = "dataset",
+                bar: Callable[[str], Callable[[int, int], None]] | None = None) -> Iterator[Corpus]:
+    """Load `path` into a fresh store in a temporary directory, index it, and yield the corpus.
 
     `limit_conversations` keeps the file's first N conversations, `max_questions` the first N QA
-    items of each (a sliced copy is written inside the temporary directory, never elsewhere).
+    items of each (a sliced copy is written inside the temporary directory, never elsewhere);
+    `summaries` is where summaries come from (SUMMARY_SOURCES, see the module's docstring).
     """
+    if summaries not in SUMMARY_SOURCES:
+        raise ValueError(f"summaries must be one of {', '.join(SUMMARY_SOURCES)}, got {summaries!r}")
     say = progress or (lambda _: None)
     samples = _sliced(load_locomo(path), limit_conversations, max_questions)
+    if summaries != "dataset":
+        samples = [{k: v for k, v in s.items() if k != "session_summary"} for s in samples]
+    base = settings or Settings()
+    chosen = base if summaries == "engine" else base.model_copy(update={"summarizer": "none"})
     with tempfile.TemporaryDirectory(prefix="convsearch-locomo-") as workdir:
-        source = Path(path)
-        if limit_conversations is not None or max_questions is not None:
-            source = Path(workdir) / "locomo_slice.json"
-            source.write_text(json.dumps(samples), encoding="utf-8")
-        with ConversationEngine(Path(workdir) / "home", settings=settings, embedder=embedder) as engine:
-            say(f"importing {len(samples)} conversations")
+        source = Path(workdir) / "locomo_slice.json"
+        source.write_text(json.dumps(samples), encoding="utf-8")
+        with ConversationEngine(Path(workdir) / "home", settings=chosen, embedder=embedder) as engine:
             began = time.perf_counter()
-            report = engine.import_file(source, fmt="locomo")
+            if summaries == "engine":
+                say(f"replaying {len(samples)} conversations turn by turn through ingest")
+                users = _replay(engine, samples)
+            else:
+                say(f"importing {len(samples)} conversations")
+                users = engine.import_file(source, fmt="locomo").users
             imported = time.perf_counter() - began
             say("indexing")
             began = time.perf_counter()
-            engine.index()
+            engine.index(progress=bar("index") if bar else None)
             indexed = time.perf_counter() - began
-            turns, present = _turn_map(engine, report.users)
+            turns, present = _turn_map(engine, users)
             items, log = _questions(samples, present)
             name = engine.pipeline.embedder.name if engine.pipeline.embedder else None
-            yield Corpus(engine, tuple(items), turns, log, tuple(report.users), round(imported, 3),
-                         round(indexed, 3), name)
+            yield Corpus(engine, tuple(items), turns, log, tuple(users), round(imported, 3), round(indexed, 3), name,
+                         summaries, engine.stats()["summaries"])
+
+
+def _replay(engine: ConversationEngine, samples: list[dict]) -> tuple[str, ...]:
+    """Every turn through `ingest`, one call each, in time order; each session ended as a client
+    would end it; then the scheduled close (what `serve`'s timer does after the last day)."""
+    users: dict[str, None] = {}
+    for user_id, turns in locomo_sessions(samples):
+        if user_id not in users:
+            engine.add_user(user_id, LOCOMO_TIMEZONE)
+            users[user_id] = None
+        for turn in turns:
+            engine.ingest(user_id, [turn], index=False)
+        engine.end_conversation(user_id, reason="session end")
+    engine.finalize_days()
+    return tuple(users)
 
 
 def _sliced(samples: list[dict], limit_conversations: int | None, max_questions: int | None) -> list[dict]:
@@ -269,9 +304,12 @@ def score_question(cited: Sequence[str | None], windows: Sequence[frozenset[str]
 
 
 # Running ------------------------------------------------------------------------------------
-def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | None = None) -> RunResult:
-    """Ask every question of the corpus under `config`; the means per group and the latencies."""
+def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | None = None,
+        bar: Callable[[str], Callable[[int, int], None]] | None = None) -> RunResult:
+    """Ask every question of the corpus under `config`; the means per group and the latencies.
+    `bar(label)` gives a (done, total) callback, e.g. a progress bar."""
     say = progress or (lambda _: None)
+    step = bar("search") if bar else (lambda done, total: None)
     default_fusion = corpus.engine.settings.fusion
     label = config.label(default_fusion)
     say(f"searching {len(corpus.items)} questions: {label}")
@@ -279,7 +317,8 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
     latencies: list[float] = []
     modes: Counter[str] = Counter()
     notices: Counter[str] = Counter()
-    for item in corpus.items:
+    for done, item in enumerate(corpus.items, start=1):
+        step(done, len(corpus.items))
         began = time.perf_counter()
         response = corpus.engine.search(item.user_id, item.question, limit=config.limit, kinds=config.kinds,
                                         mode=config.mode, fusion=config.fusion, penalty=config.penalty,
@@ -322,4 +361,5 @@ def _corpus_facts(corpus: Corpus, default_fusion: str) -> dict[str, Any]:
     return {"conversations": list(corpus.conversations), "questions": len(corpus.items),
             "turns": len(corpus.turns), "import_seconds": corpus.import_seconds,
             "index_seconds": corpus.index_seconds, "embedder": corpus.embedder, "default_fusion": default_fusion,
+            "summary_source": corpus.summary_source, "summaries": corpus.summaries,
             "evidence": corpus.evidence}

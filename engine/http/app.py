@@ -2,37 +2,54 @@
 
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
-`internal` (logged). With `settings.api_token` set, every path but /healthz needs the bearer token.
+`internal` (logged). With `settings.api_token` set, every path but /healthz, the /docs page and the web
+page's (which check their own cookie, engine.web) needs the bearer token; without one, only Host headers
+naming the bound address are answered. MCP over streamable HTTP is served at /mcp, each session bound to
+one user (engine.http.auth).
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import logging
-from typing import Annotated, Any
+import tempfile
+from contextlib import asynccontextmanager, nullcontext
+from pathlib import Path
+from typing import Annotated, Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
-from engine.errors import AuthError, ConvsearchError
-from engine.http.schemas import (AddUserRequest, AssembleRequest, ContextOut, ContextRequest, EndConversationRequest,
+from engine.background import Maintainer
+from engine.errors import ConvsearchError, InvalidInputError
+from engine.http.auth import MCP_PATH, Auth, error_response
+from engine.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
+from engine.http.hosts import HostGuard, allowed_hosts
+from engine.web import is_web_path, mount as mount_web
+from engine.http.schemas import (RegenerateDayRequest, SummarizeRequest, AddUserRequest, AssembleRequest, ContextOut,
+                                 ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
                                  ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
                                  SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest, SummaryOut,
+                                 ThreadOut, ThreadRangeRequest,
                                  TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest, UserOut,
-                                 UserRequest, given, out, substring_matches)
+                                 UserRequest, UsersRequest, DeleteRequest, given, out, substring_matches)
+from engine.runtime import advertised
+from engine.serialize import to_jsonable
 
 __all__ = ["create_app", "router"]
 
 log = logging.getLogger("convsearch.http")
-OPEN_PATHS = frozenset({"/healthz"})
+UPLOAD_PATH = "/api/import"
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
 SLICE_NOTE = "The user's next context assembly uses messages start_seq <= seq < end_seq instead of today's, once."
 
@@ -49,9 +66,13 @@ open_router = APIRouter()
 
 # Routes -----------------------------------------------------------------------------------------
 @open_router.get("/healthz")
-def healthz() -> HealthOut:
-    """Liveness probe; never needs the token."""
-    return HealthOut(status="ok")
+def healthz(request: Request) -> HealthOut:
+    """Liveness probe; never needs the token. `details` shows background work and its failures."""
+    maintainer: Maintainer | None = getattr(request.app.state, "maintainer", None)
+    details: dict[str, Any] = {"summaries": _engine(request).summaries.retry_status()}
+    if maintainer is not None:
+        details["index"] = {"steps": maintainer.steps, "last_error": maintainer.last_error}
+    return HealthOut(status="ok", details=details)
 
 
 @router.post("/users")
@@ -104,26 +125,53 @@ def turns_around(body: TurnsAroundRequest, engine: Engine) -> TurnsAroundOut:
 @router.post("/get_conversation_context")
 def conversation_context(body: ContextRequest, engine: Engine) -> ContextOut:
     """The latest turns' worth of context: raw recent turns, then summaries for older ones."""
-    return out(ContextOut, engine.conversation_context(body.user_id, **given(turns=body.turns)))
+    context = engine.conversation_context(body.user_id, **given(turns=body.turns, thread_id=body.thread_id))
+    return out(ContextOut, context)
 
 
 @router.post("/search_session_history")
 def substring_search(body: SubstringRequest, engine: Engine) -> list[SubstringMatchOut]:
     """Exact, case-insensitive substring search (ids, error codes, quotes), oldest first."""
-    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit))
+    found = engine.substring_search(body.user_id, body.text, **given(limit=body.limit, thread_id=body.thread_id))
     return out(list[SubstringMatchOut], substring_matches(found))
 
 
 @router.post("/messages/range")
-def messages_range(body: RangeRequest, engine: Engine) -> list[MessageOut]:
+def messages_range(body: ThreadRangeRequest, engine: Engine) -> list[MessageOut]:
     """Turns with start_seq <= seq < end_seq, in order."""
-    return out(list[MessageOut], engine.messages_range(body.user_id, body.start_seq, body.end_seq))
+    found = engine.messages_range(body.user_id, body.start_seq, body.end_seq, **given(thread_id=body.thread_id))
+    return out(list[MessageOut], found)
 
 
 @router.post("/summarize_range")
-def summarize_range(body: RangeRequest, engine: Engine) -> SummaryOut:
+def summarize_range(body: ThreadRangeRequest, engine: Engine) -> SummaryOut:
     """Summarise turns start_seq <= seq < end_seq (stored, and searchable as a summary)."""
-    return out(SummaryOut, engine.summarize_range(body.user_id, body.start_seq, body.end_seq))
+    summary = engine.summarize_range(body.user_id, body.start_seq, body.end_seq, thread_id=body.thread_id)
+    return out(SummaryOut, summary)
+
+
+@router.post("/threads")
+def list_threads(body: UserRequest, engine: Engine) -> list[ThreadOut]:
+    """The user's threads, oldest first: the continuous one and imported ones (pass their thread_id)."""
+    return out(list[ThreadOut], engine.list_threads(body.user_id))
+
+
+@router.post("/days/{day}/summary")
+def regenerate_day_summary(day: str, body: RegenerateDayRequest, engine: Engine) -> SummaryOut:
+    """Rewrite the day's summary now ("Regenerate summary"); `day` is YYYY-MM-DD in the user's zone."""
+    return out(SummaryOut, engine.regenerate_day_summary(body.user_id, day, **given(thread_id=body.thread_id)))
+
+
+@router.post("/summarize")
+def summarize(body: SummarizeRequest, engine: Engine) -> dict[str, Any]:
+    """The summary policy over stored history (a backfill): what `convsearch summarize --all` does."""
+    return to_jsonable(engine.summarize(body.user_id, **given(since=body.since)))  # type: ignore[no-any-return]
+
+
+@router.post("/summarize/finalize")
+def finalize_days(body: UsersRequest, engine: Engine) -> dict[str, Any]:
+    """The scheduled close now: idle conversations end, days that are over get their final summary."""
+    return to_jsonable(engine.finalize_days(body.user_id))  # type: ignore[no-any-return]
 
 
 @router.post("/conversations/list")
@@ -159,16 +207,61 @@ def index_status(body: UserRequest, engine: Engine) -> IndexStatusOut:
 
 
 @router.post("/index")
-def run_index(body: UserRequest, engine: Engine) -> list[IndexReportOut]:
-    """Incremental index: embed the user's messages that have no vector yet."""
+def run_index(body: UsersRequest, engine: Engine) -> list[IndexReportOut]:
+    """Incremental index: embed the messages that have no vector yet (one user, or every user)."""
     return out(list[IndexReportOut], engine.index(body.user_id))
 
 
+@router.post("/reindex")
+def run_reindex(body: UsersRequest, engine: Engine) -> list[IndexReportOut]:
+    """Rebuild the indexes from the store and swap them in (one user, or every user)."""
+    return out(list[IndexReportOut], engine.reindex(body.user_id))
+
+
+@router.post("/users/list")
+def list_users(body: UsersRequest, engine: Engine) -> list[str]:
+    """User ids (or just the one given, which must exist)."""
+    return engine.users(body.user_id)
+
+
+@router.post("/users/describe")
+def describe_users(engine: Engine) -> list[UserOut]:
+    """Every user with their time zone (what `convsearch users` prints)."""
+    return out(list[UserOut], list(engine.iter_users()))
+
+
+@router.post("/stats")
+def stats(body: UsersRequest, engine: Engine) -> dict[str, int]:
+    """Counts of users, threads, messages, conversations, day segments and summaries (all, or one user's)."""
+    return engine.stats(body.user_id)
+
+
+@router.post("/delete")
+def delete(body: DeleteRequest, engine: Engine) -> dict[str, Any]:
+    """Delete messages, a conversation or a user everywhere (store, summaries, indexes, cache)."""
+    return engine.delete(body.user_id, **body.model_dump(exclude={"user_id"}))
+
+
+@router.post(UPLOAD_PATH.removeprefix("/api"))
+async def import_file(request: Request, engine: Engine, format: str, user_id: str | None = None,
+                      timezone: str | None = None, skip_bad: bool = False, update: bool = False,
+                      suffix: str = "") -> dict[str, Any]:
+    """Import the file sent as the raw body (what `convsearch ingest FILE` does beside a running server)."""
+    limit = engine.settings.max_import_bytes
+    with tempfile.NamedTemporaryFile(prefix=".upload-", suffix=Path(suffix).suffix[:16], dir=engine.home) as tmp:
+        size = 0
+        async for part in request.stream():
+            size += len(part)
+            if size > limit:
+                raise InvalidInputError(f"the file is larger than {limit} bytes (CONVSEARCH_MAX_IMPORT_BYTES)")
+            tmp.write(part)
+        tmp.flush()
+        report = await run_in_threadpool(engine.import_file, tmp.name, fmt=format, user_id=user_id,
+                                         timezone=timezone, skip_bad=skip_bad, update=update)
+    return to_jsonable(report)  # type: ignore[no-any-return]
+
+
 # Errors and guards ------------------------------------------------------------------------------
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
-
-
 async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ConvsearchError)
     return error_response(exc.http_status, exc.code, exc.message)
@@ -197,7 +290,7 @@ class BodyLimit:
         self.app, self.max_bytes = app, max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] == UPLOAD_PATH:  # an upload has its own, larger cap
             return await self.app(scope, receive, send)
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
@@ -232,39 +325,74 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-class BearerAuth:
-    """Every path but the open ones needs `Authorization: Bearer <token>` (compared in constant time)."""
+def _checks_itself(path: str) -> bool:
+    """Paths the Auth middleware lets through: the web page reads its cookie; the docs page holds no data."""
+    return is_web_path(path) or path == DOCS_PATH or path.startswith(STATIC_PREFIX)
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app, self.expected = app, token.encode()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
-            return await self.app(scope, receive, send)
-        response = error_response(AuthError.http_status, AuthError.code, "missing or wrong bearer token: send "
-                                  "'Authorization: Bearer <CONVSEARCH_API_TOKEN>'", {"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
+@asynccontextmanager
+async def _finalizing(engine: ConversationEngine) -> AsyncIterator[None]:
+    """The scheduled close while serving: `finalize_days` every `finalize_every_minutes` (0: off)."""
+    minutes = engine.settings.finalize_every_minutes
 
-    def _allowed(self, scope: Scope) -> bool:
-        scheme, _, credentials = Headers(scope=scope).get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.expected)
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(minutes * 60)
+            try:
+                await asyncio.to_thread(engine.finalize_days)
+            except Exception:  # the next tick tries again; serving goes on
+                log.exception("summary.finalize_failed")
+
+    task = asyncio.create_task(tick()) if minutes > 0 else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
 
 
 # The app ----------------------------------------------------------------------------------------
-def create_app(engine: ConversationEngine) -> FastAPI:
-    """The HTTP app over one engine (the caller owns the engine and closes it)."""
+def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain: bool = True,
+               url: str | None = None) -> FastAPI:
+    """The HTTP app over one engine, with MCP at /mcp (the caller owns the engine and closes it).
+
+    While the app runs (its lifespan), MCP sessions are served; with `maintain`, the background
+    step embeds what has no vector yet and saves changed shards (engine.background); with `url`,
+    the data directory's server.json says where the server listens (engine.runtime)."""
+    from engine.mcp_http import McpSessions
+
+    sessions = McpSessions(engine, host=host)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.maintainer = Maintainer(engine, engine.settings.index_interval_s).start() if maintain else None
+        try:
+            async with sessions.running(), _finalizing(engine):
+                with advertised(engine.home, url) if url else nullcontext():
+                    yield
+        finally:
+            if app.state.maintainer is not None:
+                await run_in_threadpool(app.state.maintainer.stop)
+
     token = engine.settings.api_token
-    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip())
+    app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(), lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    add_docs_page(app, needs_token=bool(token))
     app.state.engine = engine
-    # Documents the bearer scheme in /openapi.json; BearerAuth does the checking.
+    # Documents the bearer scheme in /openapi.json; Auth does the checking.
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
     app.include_router(router, dependencies=dependencies)
     app.include_router(open_router)
+    mount_web(app)  # the web page at / (engine.web)
+    app.router.routes.append(Route(MCP_PATH, endpoint=sessions, methods=["GET", "POST", "DELETE"],
+                                   include_in_schema=False))
     app.add_exception_handler(ConvsearchError, _engine_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal)
     app.add_middleware(BodyLimit, max_bytes=engine.settings.max_body_bytes)
-    if token:
-        app.add_middleware(BearerAuth, token=token)  # outermost: no body is read before the token is checked
+    # outermost: no body is read before the caller is known
+    app.add_middleware(Auth, settings=engine.settings, checks_itself=_checks_itself)
+    if not token and (hosts := allowed_hosts(host)) is not None:
+        app.add_middleware(HostGuard, hosts=hosts)  # no token: only Host headers naming the bound address
     return app

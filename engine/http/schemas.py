@@ -19,15 +19,20 @@ from engine.serialize import to_jsonable
 __all__ = [  # requests, then results, then helpers
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest", "SearchRequest",
     "GetRequest", "TurnsSinceRequest", "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest",
+    "ThreadRangeRequest",
     "ListConversationsRequest", "GetConversationRequest", "AssembleRequest",
-    "UserOut", "IngestOut", "ScorePartsOut", "SearchHitOut", "SearchOut", "MessageOut", "DayOut", "SummaryViewOut",
+    "RegenerateDayRequest", "SummarizeRequest", "UserOut", "ThreadOut", "IngestOut", "ScorePartsOut", "SearchHitOut",
+    "SearchOut", "MessageOut",
+    "DayOut", "SummaryViewOut",
     "TurnsSinceOut", "TurnsAroundOut", "ContextOut", "SubstringMatchOut", "SummaryOut", "EndOut", "ConversationOut",
     "StoredMessageOut", "ConversationDetailOut", "TruncationMarkerOut", "PayloadOut", "SliceOut", "IndexReportOut",
-    "IndexStatusOut", "HealthOut", "ErrorBody", "ErrorOut", "GetOut", "given", "out", "substring_matches",
+    "IndexStatusOut", "HealthOut", "UsersRequest", "DeleteRequest", "ErrorBody", "ErrorOut", "GetOut",
+    "given", "out", "substring_matches",
 ]
 
 Kind = Literal["summary", "message"]
 USER = "The user whose history to use; every request is scoped to this one user."
+THREAD = "Thread to read (ids from /api/threads); default: the user's continuous thread."
 
 
 def given(**options: Any) -> dict[str, Any]:
@@ -52,7 +57,9 @@ def substring_matches(found: list[tuple[int, Any]]) -> list[dict[str, Any]]:
 
 # Requests ---------------------------------------------------------------------------------------
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict types: "3" or true is not a limit, a number is not a string (a client bug to report, not guess)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class UserRequest(Request):
@@ -88,6 +95,15 @@ class EndConversationRequest(UserRequest):
     thread_id: str | None = Field(None, description="Thread whose open conversation to end; default: continuous.")
 
 
+class SummarizeRequest(Request):
+    user_id: str | None = Field(None, description="Only this user (default: every user).")
+    since: str | None = Field(None, description="Only days (and conversations ending) on or after this YYYY-MM-DD.")
+
+
+class RegenerateDayRequest(UserRequest):
+    thread_id: str | None = Field(None, description="Thread of the day; default: the user's continuous thread.")
+
+
 class SearchRequest(UserRequest):
     query: str = Field(description="What to look for, in words (at most 4096 characters).")
     day: str | None = Field(None, description="Only this calendar day of the user (YYYY-MM-DD).")
@@ -96,6 +112,8 @@ class SearchRequest(UserRequest):
     end: str | None = Field(None, description="Only before this ISO 8601 time (naive = user's zone).")
     limit: int | None = Field(None, description="Results to return, 1 to 20 (default 6).")
     min_score: float | None = Field(None, description="Drop results scoring below this (0 to 1; default none).")
+    fusion: Literal["weighted", "rrf"] | None = Field(None, description="How vector and keyword scores combine: "
+                                                      "weighted sum or reciprocal rank fusion (default: the server's).")
     kinds: list[Kind] | None = Field(None, description="Result kinds to return (default both).")
     explain: bool | None = Field(None, description="Include each result's score parts (default false).")
 
@@ -105,6 +123,8 @@ class GetRequest(UserRequest):
     day_segment_id: str | None = Field(None, description="Get this day: its summary and message ids.")
     from_message_id: str | None = Field(None, description="With day_segment_id: the day's messages from this one...")
     to_message_id: str | None = Field(None, description="...to this one, inclusive.")
+    offset: int | None = Field(None, description="With message_id: return its text from this character on "
+                               "(a long message comes in parts of 20,000; see content_truncated).")
 
 
 class TurnsSinceRequest(UserRequest):
@@ -112,26 +132,34 @@ class TurnsSinceRequest(UserRequest):
     include_summaries: bool | None = Field(None, description="Also return summaries ending after it (default true).")
     limit: int | None = Field(None, description="At most this many turns (default 1000).")
     from_seq: int | None = Field(None, description="Continue a truncated answer: pass its next_seq.")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class TurnsAroundRequest(UserRequest):
     timestamp: str = Field(description="ISO 8601 moment (naive = user's zone) to centre the window on.")
     count: int | None = Field(None, description="Turns in the window (default 40).")
     before_ratio: float | None = Field(None, description="Share of the window before the moment, 0-1 (default 0.5).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class ContextRequest(UserRequest):
     turns: int | None = Field(None, description="Messages' worth of recent context to return (default 40).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class SubstringRequest(UserRequest):
     text: str = Field(description="Literal text to find (case-insensitive; no wildcards or regex).")
     limit: int | None = Field(None, description="At most this many matches, oldest first (default 50).")
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class RangeRequest(UserRequest):
     start_seq: int = Field(description="First seq of the range (seqs start at 1).")
     end_seq: int = Field(description="End of the range, exclusive.")
+
+
+class ThreadRangeRequest(RangeRequest):
+    thread_id: str | None = Field(None, description=THREAD)
 
 
 class ListConversationsRequest(UserRequest):
@@ -146,7 +174,26 @@ class AssembleRequest(UserRequest):
     max_tokens: int | None = Field(None, description="Token budget of the payload (default: the server's setting).")
 
 
+class UsersRequest(Request):
+    user_id: str | None = Field(None, description="Only this user (default: every user).")
+
+
+class DeleteRequest(UserRequest):
+    message_ids: list[str] | None = Field(None, description="Delete these messages (another user's ids are ignored).")
+    conversation_id: str | None = Field(None, description="Delete this conversation.")
+    all_of_user: bool = Field(False, description="Delete the user and everything derived from it.")
+
+
 # Results ----------------------------------------------------------------------------------------
+class ThreadOut(BaseModel):
+    thread_id: str = Field(description="The thread's id (pass it as thread_id).")
+    user_id: str = Field(description="Its user.")
+    mode: Literal["thread", "continuous"] = Field(description="continuous: the user's one running thread; "
+                                                  "thread: an imported or named one.")
+    created_at: datetime = Field(description="When it was created (UTC).")
+    title: str | None = Field(None, description="Its title (imported conversations keep theirs).")
+
+
 class UserOut(BaseModel):
     user_id: str = Field(description="The user's id.")
     timezone: str = Field(description="IANA time zone that decides the user's calendar days.")
@@ -176,6 +223,8 @@ class ScorePartsOut(BaseModel):
                                  "message (vector, lexical and the ranks are that window's).")
     own: float | None = Field(None, description="Message hits: how well the message's own line matches.")
     summary: float | None = Field(None, description="Message hits: fused score of the best summary covering it.")
+    own_lexical: float | None = Field(None, description="Message hits: query weight the message's own line shares, "
+                                      "relative to the best line (0..1); what exempts it from min_score.")
 
 
 class SearchHitOut(BaseModel):
@@ -198,6 +247,8 @@ class SearchHitOut(BaseModel):
     summary_id: str | None = Field(None, description="Id of the summary (summary hits).")
     summary_kind: str | None = Field(None, description="day, conversation or range (summary hits).")
     parts: ScorePartsOut | None = Field(None, description="Score parts, only with explain.")
+    started_at: datetime | None = Field(None, description="Summary hits: when the first message covered was written.")
+    ended_at: datetime | None = Field(None, description="Summary hits: when the last message covered was written.")
 
 
 class SearchOut(BaseModel):
@@ -221,6 +272,10 @@ class MessageOut(BaseModel):
     tools_used: list[str] = Field(description="Tools the message used.")
     thread_id: str = Field(description="Its thread.")
     day_segment_id: str = Field(description="Its day, to open with /api/conversation/get.")
+    content_chars: int = Field(0, description="Length of the whole text; content is at most 20,000 characters of it.")
+    content_offset: int = Field(0, description="Where content starts in the whole text.")
+    content_truncated: bool = Field(False, description="More text follows: get the message with "
+                                    "offset = content_offset + length of content for the next part.")
 
 
 class DayOut(BaseModel):
@@ -384,11 +439,16 @@ class IndexStatusOut(BaseModel):
     not_vector_indexed_messages: int = Field(description="Messages still waiting for vectors.")
     watermarks: dict[str, int] = Field(description="Per thread, the highest seq indexed.")
     model: str | None = Field(description="Embedding model the index was built with.")
+    schema_version: int = Field(description="Layout version of the index files (a change means a reindex).")
     embedder: str | None = Field(description="Embedding model loaded now (null: lexical only).")
+    summaries: dict[str, Any] = Field(default_factory=dict, description="Summaries whose summarizer call failed "
+                                      "and wait for a retry (pending_retries, last_error), in this process.")
 
 
 class HealthOut(BaseModel):
     status: Literal["ok"] = Field(description="Always 'ok' while the server answers.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Background work: the index step "
+                                    "(steps run, last error) and summaries waiting for a retry (count, last error).")
 
 
 class ErrorBody(BaseModel):

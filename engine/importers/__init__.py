@@ -13,18 +13,19 @@ from time import perf_counter
 from typing import Callable
 
 from engine.errors import InvalidInputError
-from engine.importers.export import export_thread_parquet
+from engine.importers.export import EXPORT_FORMATS, export_thread, export_thread_parquet
 from engine.importers.jsonl import import_jsonl
 from engine.importers.legacy import import_legacy
 from engine.importers.locomo import import_locomo
 from engine.importers.openai_chat import import_openai
 from engine.importers.parquet import import_parquet
-from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals
+from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals, load_json
 from engine.ingest import Ingestor
 from engine.store import Store
 from engine.timeutil import zone
 
-__all__ = ["FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread_parquet"]
+__all__ = ["FORMATS", "EXPORT_FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread",
+           "export_thread_parquet", "guess_format"]
 
 FORMATS = ("jsonl", "parquet", "openai", "locomo", "legacy")
 _IMPORTERS: dict[str, Callable[[ImportContext], Totals]] = {
@@ -35,7 +36,8 @@ _NEEDS_USER = ("openai", "legacy")  # these files do not say whose history they 
 
 
 def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_id: str | None = None,
-                timezone: str | None = None, skip_bad: bool = False, progress: bool = False) -> ImportReport:
+                timezone: str | None = None, skip_bad: bool = False, progress: bool = False,
+                update: bool = False) -> ImportReport:
     """Import `path` as `fmt`; `user_id`/`timezone` are defaults for the users the file creates.
 
     LoCoMo ignores `user_id` (each conversation is its own user, in UTC).
@@ -45,12 +47,41 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     started = perf_counter()
     issues = Issues(skip_bad)
     ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
-                        issues=issues, progress=progress, now=ingestor.clock())
+                        issues=issues, progress=progress, now=ingestor.clock(), update=update)
     with store.db.transaction():
         totals = _IMPORTERS[fmt](ctx)
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
-                        skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3))
+                        skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3),
+                        changed=tuple(issues.changed), rewritten=tuple(issues.rewritten))
+
+
+_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def guess_format(path: Path) -> str:
+    """The import format a file's extension says (.jsonl, .parquet), or for .json its first record's shape."""
+    found = _BY_EXTENSION.get(Path(path).suffix.lower())
+    if found is None and Path(path).suffix.lower() == ".json" and Path(path).is_file():
+        found = _json_shape(load_json(Path(path)))
+    if found is None:
+        raise InvalidInputError(f"cannot tell the format of {Path(path).name!r}: pass --format "
+                                f"({', '.join(FORMATS)})")
+    return found
+
+
+def _json_shape(data: object) -> str | None:
+    """locomo ({sample_id, conversation}), legacy ({userMessage, ...}) or openai (messages or a mapping)."""
+    first = data[0] if isinstance(data, list) and data else data
+    if not isinstance(first, dict):
+        return None
+    if "sample_id" in first and "conversation" in first:
+        return "locomo"
+    if {"userMessage", "assistantResponse"} & set(first):
+        return "legacy"
+    if {"messages", "mapping", "role"} & set(first):
+        return "openai"
+    return None
 
 
 def _check_arguments(path: Path, fmt: str, user_id: str | None, timezone: str | None) -> None:

@@ -22,14 +22,14 @@ from typing import Any
 
 from engine.errors import ImportFileError, InvalidTimestampError
 from engine.importers.records import (
-    BadRecord, ImportContext, Item, ThreadBatch, Totals, check_id, check_message, ingest_batches,
+    BadRecord, ImportContext, Issues, Item, ThreadBatch, Totals, check_id, check_message, ingest_batches,
     load_json,
 )
 from engine.models import Message, NewMessage, Summary, day_segment_id
 
 __all__ = [
     "import_locomo", "load_locomo", "parse_locomo_datetime", "repair_evidence", "session_numbers",
-    "locomo_message_id", "LOCOMO_TIMEZONE", "TURN_GAP", "DATE_FORM",
+    "locomo_message_id", "locomo_sessions", "LOCOMO_TIMEZONE", "TURN_GAP", "DATE_FORM",
 ]
 
 LOCOMO_TIMEZONE = "UTC"
@@ -115,8 +115,16 @@ def session_numbers(conversation: dict[str, Any]) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m and conversation[m.group(0)])
 
 
+def locomo_sessions(samples: list[dict[str, Any]]) -> list[tuple[str, tuple[NewMessage, ...]]]:
+    """(user id, turns) per session with turns, as the importer would store them, each user's in time
+    order: what a replay through the live ingest path sends (a bad record raises ImportFileError)."""
+    issues = Issues(skip_bad=False)
+    return [(s.user_id, tuple(i.message for i in s.items)) for sample in samples
+            for s in _sessions(issues, sample) if s.items]
+
+
 def import_locomo(ctx: ImportContext) -> Totals:
-    sessions = [s for sample in load_locomo(ctx.path) for s in _sessions(ctx, sample)]
+    sessions = [s for sample in load_locomo(ctx.path) for s in _sessions(ctx.issues, sample)]
     runs = _runs([s for s in sessions if s.items], ctx.ingestor.idle_timeout)
     batches = [ThreadBatch(run[0].user_id, LOCOMO_TIMEZONE, None, tuple(i for s in run for i in s.items),
                            end_reason="session end") for run in runs]
@@ -144,13 +152,13 @@ def _runs(sessions: list[_Session], idle_timeout: timedelta) -> list[list[_Sessi
     return runs
 
 
-def _sessions(ctx: ImportContext, sample: dict[str, Any]) -> list[_Session]:
+def _sessions(issues: Issues, sample: dict[str, Any]) -> list[_Session]:
     """The sample's sessions in time order, each starting after the previous one ended."""
     sample_id, conversation = sample["sample_id"], sample["conversation"]
     try:
         check_id("sample_id", sample_id)
     except BadRecord as exc:
-        ctx.issues.bad(str(sample_id)[:40], exc.reason)
+        issues.bad(str(sample_id)[:40], exc.reason)
         return []
     summaries = sample.get("session_summary") if isinstance(sample.get("session_summary"), dict) else {}
     dated = []
@@ -159,12 +167,12 @@ def _sessions(ctx: ImportContext, sample: dict[str, Any]) -> list[_Session]:
         try:
             dated.append((parse_locomo_datetime(label), number, label))
         except InvalidTimestampError as exc:
-            ctx.issues.bad(f"{sample_id} session_{number}_date_time", exc.message)
+            issues.bad(f"{sample_id} session_{number}_date_time", exc.message)
     sessions: list[_Session] = []
     next_free: datetime | None = None
     for start, number, label in sorted(dated):
         start = max(start, next_free) if next_free else start
-        items = _turns(ctx, sample_id, conversation, number, start)
+        items = _turns(issues, sample_id, conversation, number, start)
         summary = summaries.get(f"session_{number}_summary")
         sessions.append(_Session(sample_id, number, start, label, tuple(items),
                                  summary if isinstance(summary, str) and summary.strip() else None))
@@ -172,7 +180,7 @@ def _sessions(ctx: ImportContext, sample: dict[str, Any]) -> list[_Session]:
     return sessions
 
 
-def _turns(ctx: ImportContext, sample_id: str, conversation: dict[str, Any], number: int,
+def _turns(issues: Issues, sample_id: str, conversation: dict[str, Any], number: int,
            start: datetime) -> list[Item]:
     roles = {conversation.get("speaker_a"): "user", conversation.get("speaker_b"): "assistant"}
     items = []
@@ -182,7 +190,7 @@ def _turns(ctx: ImportContext, sample_id: str, conversation: dict[str, Any], num
         try:
             items.append(Item(location, _turn(sample_id, turn, roles, number, start + TURN_GAP * index)))
         except BadRecord as exc:
-            ctx.issues.bad(location, exc.reason)
+            issues.bad(location, exc.reason)
     return items
 
 

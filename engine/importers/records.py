@@ -21,7 +21,8 @@ from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, U
 from engine.ingest import MAX_MESSAGE_CHARS, Ingestor
 from engine.models import ROLES, IngestResult, NewMessage
 from engine.store import Store, continuous_thread_id
-from engine.timeutil import parse_timestamp, zone
+from engine.text_rules import surrogate_problem
+from engine.timeutil import parse_timestamp, to_utc, zone
 
 __all__ = [
     "SkippedRecord", "ImportReport", "BadRecord", "Issues", "Item", "ThreadBatch", "ImportContext",
@@ -50,6 +51,8 @@ class ImportReport:
     summaries: int
     skipped: tuple[SkippedRecord, ...]
     seconds: float
+    changed: tuple[SkippedRecord, ...] = ()  # re-imported ids whose content differs from the stored one
+    rewritten: tuple[tuple[str, str, int], ...] = ()  # (user, thread, seq) whose text --update replaced
 
 
 class BadRecord(Exception):
@@ -66,6 +69,8 @@ class Issues:
     def __init__(self, skip_bad: bool) -> None:
         self.skip_bad = skip_bad
         self.skipped: list[SkippedRecord] = []
+        self.changed: list[SkippedRecord] = []  # ids already stored with other content: kept, or replaced
+        self.rewritten: list[tuple[str, str, int]] = []  # (user, thread, seq) replaced: to re-index
 
     def bad(self, location: str, reason: str) -> None:
         if not self.skip_bad:
@@ -102,6 +107,8 @@ class ImportContext:
     issues: Issues
     progress: bool
     now: datetime
+    update: bool = False  # a re-imported id with other content replaces the stored text
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +129,8 @@ class Totals:
 
 
 def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "msg") -> tqdm:
-    """A bar on stderr (stdout may carry a report); a no-op object when disabled."""
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=not enabled,
+    """A bar on stderr (stdout may carry a report); a no-op when disabled or stderr is not a terminal."""
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=not (enabled and sys.stderr.isatty()),
                 file=sys.stderr, leave=False)
 
 
@@ -156,6 +163,10 @@ def check_message(message: NewMessage) -> NewMessage:
         raise BadRecord(f"content is over {MAX_MESSAGE_CHARS} characters: split it")
     if "\x00" in message.content:
         raise BadRecord("content holds a NUL character: remove it")
+    for name in ("content", "speaker"):
+        value = getattr(message, name)
+        if isinstance(value, str) and surrogate_problem(value):
+            raise BadRecord(f"{name} {surrogate_problem(value)}")
     for name in ("message_id", "external_id"):
         if getattr(message, name) is not None:
             check_id(name, getattr(message, name))
@@ -178,9 +189,9 @@ def flat_message(row: Mapping[str, Any], zone_of: ZoneBook, default_user: str | 
             raise BadRecord(f"missing {name}: every record needs role and content")
     created = row.get("created_at")
     try:
-        stamp = now if created is None else parse_timestamp(created, tz)
+        stamp = now if created is None else parse_timestamp(created, tz, field="created_at")
     except ConvsearchError as exc:
-        raise BadRecord(f"created_at: {exc.message}") from None
+        raise BadRecord(exc.message) from None
     kind = row.get("kind") or "turn"
     if kind not in ("turn", "note"):
         raise BadRecord(f"kind {kind!r} is not 'turn' or 'note'")
@@ -298,7 +309,9 @@ def _ingest_one(ctx: ImportContext, batch: ThreadBatch, bar: tqdm) -> BatchOutco
             store.ensure_thread(batch.user_id, batch.thread_id, title=batch.title)
     except InvalidInputError as exc:
         raise ImportFileError(f"{exc.message}; nothing was imported", location=batch.items[0].location) from None
-    items = sorted(batch.items, key=lambda item: item.message.created_at)
+    items = _storable(ctx, batch, sorted(batch.items, key=lambda item: item.message.created_at))
+    if not items:
+        return BatchOutcome(thread_id=batch.thread_id or continuous_thread_id(batch.user_id), inserted=(), duplicates=0)
     size = len(items) if batch.as_conversation else INGEST_CHUNK  # one conversation must be one call
     results: list[IngestResult] = []
     for start in range(0, len(items), size):
@@ -315,6 +328,49 @@ def _ingest_one(ctx: ImportContext, batch: ThreadBatch, bar: tqdm) -> BatchOutco
         ctx.ingestor.end_conversation(results[0].thread_id, batch.end_reason)
     return BatchOutcome(thread_id=results[0].thread_id, inserted=tuple(i for r in results for i in r.inserted),
                         duplicates=sum(len(r.duplicates) for r in results))
+
+
+def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list[Item]:
+    """The items the thread can take: a time out of range, or older than the thread's stored history
+    (duplicates aside), is a bad record: the import fails on it, or skips it with skip_bad."""
+    thread_id = batch.thread_id or continuous_thread_id(batch.user_id)
+    last_at = ctx.store.thread_tail(thread_id)[1]
+    last_at = to_utc(last_at) if last_at is not None else None
+    fresh = {id(m) for m in ctx.ingestor.fresh(batch.user_id, thread_id, [i.message for i in items])}
+    _report_changed(ctx, batch.user_id, thread_id, [i for i in items if id(i.message) not in fresh])
+    kept = []
+    for item in items:
+        at = item.message.created_at
+        problem = ctx.ingestor.time_problem(at)
+        if problem is None and last_at is not None and at < last_at and id(item.message) in fresh:
+            problem = (f"{at.isoformat()} is older than the last message already stored in thread {thread_id} "
+                       f"({last_at.isoformat()}): threads are appended in time order; import older history into "
+                       "a thread of its own")
+        if problem is not None:
+            ctx.issues.bad(item.location, f"created_at {problem}")
+            continue
+        kept.append(item)
+    return kept
+
+
+def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, duplicates: list[Item]) -> None:
+    """A re-imported id whose content differs from the stored message is reported, not silently counted;
+    with `update` its text replaces the stored one (the caller re-indexes it)."""
+    if not duplicates:
+        return
+    stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
+                                       [i.message.external_id for i in duplicates if i.message.external_id])
+    for item in duplicates:
+        key = item.message.message_id or item.message.external_id
+        if key not in stored or stored[key][2] == item.message.content:
+            continue
+        message_id, seq, _ = stored[key]
+        if ctx.update:
+            ctx.store.replace_content(message_id, item.message.content)
+            ctx.issues.rewritten.append((user_id, thread_id, seq))
+        outcome = "replaced by the new text (--update)" if ctx.update else "the stored message was kept (--update replaces it)"
+        ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is already stored with other content: "
+                                                               + outcome))
 
 
 def _claimed(ctx: ImportContext, batches: list[ThreadBatch]) -> list[ThreadBatch]:

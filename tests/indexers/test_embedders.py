@@ -107,6 +107,7 @@ def test_load_embedder_none_and_unknown() -> None:
         load_embedder("tensorflow")  # type: ignore[arg-type]
 
 
+@pytest.mark.process
 def test_import_is_cheap() -> None:
     heavy = "{'torch', 'onnxruntime', 'sentence_transformers'}"
     code = f"import sys, indexers.embedders; print(sorted({heavy} & set(sys.modules)))"

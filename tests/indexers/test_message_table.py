@@ -120,6 +120,7 @@ def _rows(n: int) -> list[dict]:
             for i in range(n)]
 
 
+@pytest.mark.slow
 def test_the_table_follows_the_store_through_ingest_delete_reopen_and_reindex(tmp_path: Path):
     rows = _rows(40)
     rows[7] = {"role": "tool", "content": "ran it", "message_id": "m7", "tools_used": ["grep"],

@@ -1,0 +1,58 @@
+"""Writer locks of one engine: one per user, so a write for one user never waits on another user's
+indexing, plus `everyone()` for work across users (imports of many users, index --all, doctor).
+
+`everyone()` waits for the per-user writers in flight and holds new ones off; both are re-entrant
+in their own thread. The store's own lock still serialises the short SQL statements.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["WriterLocks"]
+
+
+class WriterLocks:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._users: dict[str, threading.RLock] = {}
+        self._busy = 0  # per-user writers inside their lock, over all threads
+        self._owner: int | None = None  # the thread holding everyone()
+        self._depth = 0
+        self._mine = threading.local()  # this thread's per-user holds (it may take everyone() inside one)
+
+    @contextmanager
+    def user(self, user_id: str) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            self._cond.wait_for(lambda: self._owner in (None, me))
+            self._busy += 1
+            lock = self._users.setdefault(user_id, threading.RLock())
+        self._mine.count = getattr(self._mine, "count", 0) + 1
+        try:
+            with lock:
+                yield
+        finally:
+            self._mine.count -= 1
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def everyone(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            self._cond.wait_for(lambda: self._owner in (None, me))
+            self._owner, self._depth = me, self._depth + 1
+            own = getattr(self._mine, "count", 0)
+            self._cond.wait_for(lambda: self._busy <= own)  # the others finish; ours are this very call stack
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._owner = None
+                self._cond.notify_all()

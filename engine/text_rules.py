@@ -1,0 +1,34 @@
+"""Rules every piece of caller text obeys, written once for every surface."""
+
+from __future__ import annotations
+
+import math
+
+from engine.errors import InvalidInputError
+
+__all__ = ["surrogate_problem", "check_text", "check_unit_interval"]
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Why `text` cannot be stored or searched as UTF-8 (a lone surrogate, e.g. half an emoji), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"holds a lone surrogate ({text[exc.start]!r} at character {exc.start}), which is not text: "
+                "send valid UTF-8 (a broken emoji or a cut JSON escape such as '\\ud83d' does this)")
+    return None
+
+
+def check_text(name: str, text: str) -> str:
+    problem = surrogate_problem(text)
+    if problem:
+        raise InvalidInputError(f"{name} {problem}")
+    return text
+
+
+def check_unit_interval(name: str, value: object) -> float:
+    """A finite number from 0 to 1 (scores and ratios): NaN, infinities, strings and booleans are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= 1:
+        raise InvalidInputError(f"{name} must be a number from 0 to 1, got {value!r}")
+    return float(value)

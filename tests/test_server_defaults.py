@@ -1,0 +1,79 @@
+"""Safe server defaults: without a token only the bound names are answered (DNS rebinding), a
+non-loopback bind needs a token or --insecure, and /docs works offline, with a token too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from engine.api import ConversationEngine
+from engine.cli import main
+from engine.config import Settings
+from tests.test_http import live
+
+TOKEN = "d0cs-token"
+
+
+@pytest.fixture(scope="module")
+def open_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with ConversationEngine(tmp_path_factory.mktemp("open") / "home", embedder=None) as engine:
+        engine.add_user("alice", "UTC")
+        yield from live(engine)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    settings = Settings(api_token=TOKEN)
+    with ConversationEngine(tmp_path_factory.mktemp("tok") / "home", embedder=None, settings=settings) as engine:
+        engine.add_user("alice", "UTC")
+        yield from live(engine)
+
+
+def test_without_a_token_a_foreign_host_header_is_refused(open_api: httpx.Client) -> None:
+    body = {"user_id": "alice", "text": "x"}
+    for host in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example"):
+        answer = open_api.post("/api/search_session_history", json=body, headers={"Host": host})
+        assert answer.status_code == 421 and answer.json()["error"]["code"] == "wrong_host", host
+        assert "CONVSEARCH_API_TOKEN" in answer.json()["error"]["message"]
+    port = open_api.base_url.port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        assert open_api.post("/api/search_session_history", json=body, headers={"Host": host}).status_code == 200
+
+
+def test_with_a_token_the_token_is_the_guard(guarded: httpx.Client) -> None:
+    body = {"user_id": "alice", "text": "x"}
+    headers = {"Host": "convsearch.internal", "Authorization": f"Bearer {TOKEN}"}
+    assert guarded.post("/api/search_session_history", json=body, headers=headers).status_code == 200
+    assert guarded.post("/api/search_session_history", json=body).status_code == 401
+
+
+def test_docs_are_served_from_the_package_without_a_cdn(open_api: httpx.Client) -> None:
+    page = open_api.get("/docs")
+    assert page.status_code == 200 and "swagger-ui-bundle.js" in page.text
+    assert "http://" not in page.text and "https://" not in page.text  # nothing fetched from elsewhere
+    script = open_api.get("/docs/static/swagger-ui-bundle.js")
+    assert script.status_code == 200 and len(script.content) > 100_000 and "SwaggerUIBundle" in script.text
+    assert open_api.get("/docs/static/swagger-ui.css").status_code == 200
+    assert open_api.get("/redoc").status_code == 404  # one docs page, the offline one
+
+
+def test_docs_are_reachable_with_a_token(guarded: httpx.Client) -> None:
+    page = guarded.get("/docs")  # a browser cannot send a bearer header for the page itself
+    assert page.status_code == 200 and "const needsToken = true" in page.text
+    assert "request.headers.Authorization" in page.text  # the page sends the token on every call
+    assert guarded.get("/docs/static/swagger-ui-bundle.js").status_code == 200
+    assert guarded.get("/openapi.json").status_code == 401
+    assert guarded.get("/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "example.com"])
+def test_serve_refuses_a_non_loopback_bind_without_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    monkeypatch.delenv("CONVSEARCH_API_TOKEN", raising=False)
+    assert main(["--home", str(tmp_path / "home"), "serve", "--host", host]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"refusing to serve {host} without a token" in err and "--insecure" in err
+    assert not (tmp_path / "home").exists()  # refused before opening anything
