@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -14,27 +13,25 @@ from engine.config import Settings, data_dir
 from engine.context import ContextAssembler, ContextPayload
 from engine.days import DayBrowser, DayEntry, DayTimeline
 from engine.deletion import Deleter
-from engine.errors import ConvsearchError, EmbeddingUnavailableError, InvalidInputError, storage_error
+from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.facade_edges import (EveryUser, as_path, by_thread, capped, disk_errors, file_errors, pipeline_params,
+                                 to_new_message)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.ingest import Ingestor
-from engine.models import Conversation, IngestResult, Message, NewMessage, Summary, Thread, User
+from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
 from engine.navigation import Navigator
-from engine.navigation_results import VIEW_CAP_CHARS, ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
+from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
 from engine.search import Searcher
 from engine.search_types import SearchResponse
 from engine.store import STORE_FILENAME, Store
 from engine.summaries import ConversationDetail, SummarizeReport, SummaryService
 from engine.summarize import make_summarizer
 from engine.summary_index import SummaryIndex
-from engine.timeutil import parse_day, read_iso, utcnow
+from engine.timeutil import parse_day, utcnow
 from engine.tokens import TokenCounter
-from indexers.bm25 import Bm25Params
-from indexers.chunking import ChunkParams
 from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
-from indexers.hnsw import HnswParams
-from indexers.lexical import TokenizerParams
-from indexers.pipeline import IndexPipeline, IndexReport, PipelineParams
+from indexers.pipeline import IndexPipeline, IndexReport
 
 if TYPE_CHECKING:
     from indexers.distributed import RayReindexReport
@@ -42,108 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["ConversationEngine", "pipeline_params", "to_new_message"]
 
 log = logging.getLogger("convsearch")
-
-
-def pipeline_params(settings: Settings) -> PipelineParams:
-    return PipelineParams(
-        chunk=ChunkParams(window_tokens=settings.window_tokens, overlap_messages=settings.overlap_messages),
-        tokenizer=TokenizerParams(stemming=settings.stemming, stopwords=settings.stopwords),
-        bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
-        hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),
-    )
-
-
-def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> NewMessage:
-    """A caller's dict (role, content, created_at, ...) as a NewMessage.
-
-    A created_at without an offset stays naive here: the Ingestor reads it in the user's zone.
-    """
-    if isinstance(item, NewMessage):
-        return item
-    if not isinstance(item, Mapping):
-        raise InvalidInputError(f"message {index}: expected an object with role and content")
-    unknown = set(item) - {"role", "content", "created_at", "message_id", "external_id", "speaker",
-                           "tools_used", "metadata"}
-    if unknown:
-        raise InvalidInputError(f"message {index}: unknown fields {sorted(unknown)}")
-    created = item.get("created_at")
-    if created is not None and not isinstance(created, (str, datetime)):
-        raise InvalidInputError(f"message {index}: created_at must be an ISO 8601 string, got {type(created).__name__}")
-    tools = item.get("tools_used") or ()
-    if not isinstance(tools, (list, tuple)) or not all(isinstance(t, str) for t in tools):
-        raise InvalidInputError(f"message {index}: tools_used must be a list of tool names")
-    metadata = item.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidInputError(f"message {index}: metadata must be an object")
-    return NewMessage(
-        role=item.get("role"), content=item.get("content"),
-        created_at=read_iso(created, field=f"message {index}: created_at") if isinstance(created, str) else created,
-        message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
-        tools_used=tuple(tools), metadata=dict(metadata),
-    )
-
-
-def _by_thread(rewritten: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str], set[int]]:
-    grouped: dict[tuple[str, str], set[int]] = {}
-    for user, thread, seq in rewritten:
-        grouped.setdefault((user, thread), set()).add(seq)
-    return grouped
-
-
-def _capped(message: Message) -> Message:
-    extra = len(message.content) - VIEW_CAP_CHARS
-    if extra <= 0:
-        return message
-    marker = (f" [... {extra} more characters: get message {message.message_id!r} with offset={VIEW_CAP_CHARS} "
-              "for the rest]")
-    return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
-
-
-def _path(path: object) -> Path:
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"path must be a file path, got {type(path).__name__}")
-    return Path(path)
-
-
-@contextmanager
-def _file_errors(path: object) -> Iterator[None]:
-    """An unreadable or unwritable file is the caller's problem to fix: say which and why."""
-    try:
-        yield
-    except OSError as exc:
-        if storage_error(exc) is not None:
-            raise
-        raise InvalidInputError(f"cannot use the file {str(path)[:200]!r}: {exc.strerror or exc}") from None
-
-
-@contextmanager
-def _disk_errors() -> Iterator[None]:
-    """A full disk (store or index files) as StorageFullError: one clear line, not a traceback."""
-    try:
-        yield
-    except ConvsearchError:
-        raise
-    except Exception as exc:
-        full = storage_error(exc)
-        if full is None:
-            raise
-        raise full from None
-
-
-class _Everyone:
-    """`with engine.write_lock:` (doctor) as every user's writer lock."""
-
-    def __init__(self, locks: WriterLocks) -> None:
-        self.locks = locks
-        self._held: list[Any] = []
-
-    def __enter__(self) -> None:
-        held = self.locks.everyone()
-        held.__enter__()
-        self._held.append(held)
-
-    def __exit__(self, *exc: object) -> None:
-        self._held.pop().__exit__(*exc)
 
 
 class ConversationEngine:
@@ -170,7 +65,7 @@ class ConversationEngine:
         # One writer per user at a time (DuckDB already allows one writer process); searches take no
         # writer lock, they read the shard under its own short lock.
         self.locks = WriterLocks()
-        self.write_lock = _Everyone(self.locks)  # `with engine.write_lock:` holds every user's writes
+        self.write_lock = EveryUser(self.locks)  # `with engine.write_lock:` holds every user's writes
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
         self.days = DayBrowser(self.store, clock=clock)
         self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
@@ -185,7 +80,7 @@ class ConversationEngine:
     @contextmanager
     def _writing(self, user_id: str | None = None) -> Iterator[None]:
         """The user's writer lock (every user's when None); a full disk becomes StorageFullError."""
-        with self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone(), _disk_errors():
+        with self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone(), disk_errors():
             yield
 
     def close(self) -> None:
@@ -269,11 +164,11 @@ class ConversationEngine:
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
-        with self._writing(), _file_errors(path):
+        with self._writing(), file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
-            report = import_file(self.store, self.ingestor, _path(path), fmt=fmt, user_id=user_id,
+            report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
                                  timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
-            for (user, thread), seqs in _by_thread(report.rewritten).items():
+            for (user, thread), seqs in by_thread(report.rewritten).items():
                 self.pipeline.rewrite_messages(user, thread, seqs)
                 log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
@@ -337,13 +232,13 @@ class ConversationEngine:
             self._apply_retention(user_id, thread.thread_id)
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
-        with _file_errors(path):
-            return export_thread_parquet(self.store, user_id, _path(path), thread_id=thread_id)
+        with file_errors(path):
+            return export_thread_parquet(self.store, user_id, as_path(path), thread_id=thread_id)
 
     def export(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
         """The thread written as its file's extension says: .parquet, .jsonl or .csv."""
-        with _file_errors(path):
-            return export_thread(self.store, user_id, _path(path), thread_id=thread_id)
+        with file_errors(path):
+            return export_thread(self.store, user_id, as_path(path), thread_id=thread_id)
 
     # Indexes --------------------------------------------------------------------------------
     def users(self, user_id: str | None = None) -> list[str]:
@@ -466,7 +361,7 @@ class ConversationEngine:
     def get_conversation(self, user_id: str, conversation_id: str) -> ConversationDetail:
         """The conversation, each message's text capped at VIEW_CAP_CHARS with a marker saying how to get the rest."""
         detail = self.summaries.get_conversation(user_id, conversation_id)
-        return replace(detail, messages=tuple(_capped(m) for m in detail.messages))
+        return replace(detail, messages=tuple(capped(m) for m in detail.messages))
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         self.store.get_user(user_id)

@@ -73,7 +73,7 @@ def test_docs_are_reachable_with_a_token(guarded: httpx.Client) -> None:
 def test_serve_refuses_a_non_loopback_bind_without_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch, host: str) -> None:
     monkeypatch.delenv("CONVSEARCH_API_TOKEN", raising=False)
-    assert main(["--home", str(tmp_path / "home"), "serve", "--host", host]) == 2
+    assert main(["--home", str(tmp_path / "home"), "serve", "--host", host]) == 3  # invalid input
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"refusing to serve {host} without a token" in err and "--insecure" in err
     assert not (tmp_path / "home").exists()  # refused before opening anything

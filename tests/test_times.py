@@ -191,7 +191,7 @@ def test_cli_reports_extreme_times_in_one_line_and_skips_them(tmp_path: Path,
              "created_at": "0001-01-01T00:00:00"},
             {"user_id": "ny", "role": "user", "content": "y", "created_at": "2024-05-01T10:00:00"}]
     path, home = _jsonl(tmp_path / "c.jsonl", rows), str(tmp_path / "home")
-    assert main(["--home", home, "ingest", str(path), "--format", "jsonl"]) == 2
+    assert main(["--home", home, "ingest", str(path), "--format", "jsonl"]) == 3  # invalid input
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "line 1: created_at" in err and "before 1970" in err
     assert main(["--home", home, "ingest", str(path), "--format", "jsonl", "--skip-bad"]) == 0

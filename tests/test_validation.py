@@ -68,7 +68,7 @@ def mcp_error(engine: ConversationEngine, tool: str, arguments: dict[str, Any]) 
 def cli_error(capsys: pytest.CaptureFixture[str], home: Path, *argv: str) -> str:
     code = main(["--home", str(home), *argv])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1, err
+    assert code == 3 and err.count("\n") == 1, err  # invalid input
     return err
 
 
@@ -154,7 +154,7 @@ def test_a_full_disk_is_one_clear_line_and_nothing_is_lost(tmp_path: Path) -> No
     full = subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "ingest", str(big), "--format",
                            "jsonl"], env=env, capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: _limited(3_000_000))
-    assert full.returncode == 2 and full.stderr.count("\n") == 1, full.stderr
+    assert full.returncode == 11 and full.stderr.count("\n") == 1, full.stderr  # storage_full
     assert full.stderr.startswith("convsearch: error: the disk is full") and "free some space" in full.stderr
     stats = subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "stats"], env=env,
                            capture_output=True, text=True, timeout=120)

@@ -1,0 +1,128 @@
+"""What the facade does at its edges: callers' dicts as records, files and a full disk as clear
+errors, long texts capped, and the lock that holds every user's writes (engine.api uses these)."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from engine.config import Settings
+from engine.errors import ConvsearchError, InvalidInputError, storage_error
+from engine.locks import WriterLocks
+from engine.models import Message, NewMessage
+from engine.navigation_results import VIEW_CAP_CHARS
+from engine.timeutil import read_iso
+from indexers.bm25 import Bm25Params
+from indexers.chunking import ChunkParams
+from indexers.hnsw import HnswParams
+from indexers.lexical import TokenizerParams
+from indexers.pipeline import PipelineParams
+
+__all__ = ["pipeline_params", "to_new_message", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
+           "EveryUser"]
+
+
+def pipeline_params(settings: Settings) -> PipelineParams:
+    return PipelineParams(
+        chunk=ChunkParams(window_tokens=settings.window_tokens, overlap_messages=settings.overlap_messages),
+        tokenizer=TokenizerParams(stemming=settings.stemming, stopwords=settings.stopwords),
+        bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
+        hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),
+    )
+
+
+def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> NewMessage:
+    """A caller's dict (role, content, created_at, ...) as a NewMessage.
+
+    A created_at without an offset stays naive here: the Ingestor reads it in the user's zone.
+    """
+    if isinstance(item, NewMessage):
+        return item
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(f"message {index}: expected an object with role and content")
+    unknown = set(item) - {"role", "content", "created_at", "message_id", "external_id", "speaker",
+                           "tools_used", "metadata"}
+    if unknown:
+        raise InvalidInputError(f"message {index}: unknown fields {sorted(unknown)}")
+    created = item.get("created_at")
+    if created is not None and not isinstance(created, (str, datetime)):
+        raise InvalidInputError(f"message {index}: created_at must be an ISO 8601 string, got {type(created).__name__}")
+    tools = item.get("tools_used") or ()
+    if not isinstance(tools, (list, tuple)) or not all(isinstance(t, str) for t in tools):
+        raise InvalidInputError(f"message {index}: tools_used must be a list of tool names")
+    metadata = item.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"message {index}: metadata must be an object")
+    return NewMessage(
+        role=item.get("role"), content=item.get("content"),
+        created_at=read_iso(created, field=f"message {index}: created_at") if isinstance(created, str) else created,
+        message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
+        tools_used=tuple(tools), metadata=dict(metadata),
+    )
+
+
+def by_thread(rewritten: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str], set[int]]:
+    grouped: dict[tuple[str, str], set[int]] = {}
+    for user, thread, seq in rewritten:
+        grouped.setdefault((user, thread), set()).add(seq)
+    return grouped
+
+
+def capped(message: Message) -> Message:
+    extra = len(message.content) - VIEW_CAP_CHARS
+    if extra <= 0:
+        return message
+    marker = (f" [... {extra} more characters: get message {message.message_id!r} with offset={VIEW_CAP_CHARS} "
+              "for the rest]")
+    return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
+
+
+def as_path(path: object) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInputError(f"path must be a file path, got {type(path).__name__}")
+    return Path(path)
+
+
+@contextmanager
+def file_errors(path: object) -> Iterator[None]:
+    """An unreadable or unwritable file is the caller's problem to fix: say which and why."""
+    try:
+        yield
+    except OSError as exc:
+        if storage_error(exc) is not None:
+            raise
+        raise InvalidInputError(f"cannot use the file {str(path)[:200]!r}: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def disk_errors() -> Iterator[None]:
+    """A full disk (store or index files) as StorageFullError: one clear line, not a traceback."""
+    try:
+        yield
+    except ConvsearchError:
+        raise
+    except Exception as exc:
+        full = storage_error(exc)
+        if full is None:
+            raise
+        raise full from None
+
+
+class EveryUser:
+    """`with engine.write_lock:` (doctor) as every user's writer lock."""
+
+    def __init__(self, locks: WriterLocks) -> None:
+        self.locks = locks
+        self._held: list[Any] = []
+
+    def __enter__(self) -> None:
+        held = self.locks.everyone()
+        held.__enter__()
+        self._held.append(held)
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.pop().__exit__(*exc)
