@@ -223,8 +223,8 @@ def test_http_api_never_answers_500(base_url: str, mode_name: str) -> None:
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15
     for operation in operations:
-        if mode_name == "negative" and operation.label == "GET /healthz":
-            continue  # it takes no input, so there is no invalid input to send
+        if mode_name == "negative" and operation.label in ("GET /healthz", "POST /api/users/describe"):
+            continue  # they take no input, so there is no invalid input to send
         @settings(FUZZ, max_examples=15)
         @given(case=operation.as_strategy(generation_mode=mode), user=st.sampled_from([None, *USERS]))
         def call(case: Any, user: str | None) -> None:

@@ -109,9 +109,11 @@ def _export(store: Store, user_id: str, path: Path, thread_id: str | None, kind:
     try:
         start = 0
         while page := store.messages_in_range(thread.thread_id, start, limit=PAGE_ROWS):
-            writer.write(_table(page, written_thread, user.timezone))
-            rows += len(page)
             start = page[-1].seq + 1
+            turns = [m for m in page if m.kind != "note"]  # the engine's notes are made again on import
+            if turns:
+                writer.write(_table(turns, written_thread, user.timezone))
+                rows += len(turns)
     finally:
         writer.close()
     return rows
