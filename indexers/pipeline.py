@@ -17,7 +17,7 @@ import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -251,7 +251,10 @@ class IndexPipeline:
         for thread in self.store.threads_of(user_id):
             counts = self._update_thread(shard, thread.thread_id)
             messages += counts[0]
-        reused, computed = self._embed_shard(user_id, shard, progress)
+        if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
+            reused, computed = _vectors_of(shard.chunks.values()), 0
+        else:
+            reused, computed = self._embed_shard(user_id, shard, progress)
         shard.save(self.root)
         self._shards[user_id] = shard  # the swap: readers had the old shard until now
         self.update_lexical(user_id)  # messages that arrived during the rebuild
@@ -290,3 +293,12 @@ class IndexPipeline:
         """Messages lexically searchable but not yet in the vector index."""
         shard = self.shard(user_id)
         return 0 if self.embedder is None else shard.pending_messages()
+
+
+def _vectors_of(chunks: Iterable[Chunk]) -> int:
+    """The vectors `_embed_shard` looks up for these windows: each window's, and each message line
+    of a longer window whose message has no window of its own."""
+    chunks = list(chunks)
+    alone = {c.message_ids[0] for c in chunks if len(c.message_ids) == 1}
+    lines = {m for c in chunks if len(c.message_ids) > 1 for m in c.message_ids}
+    return len(chunks) + len(lines - alone)
