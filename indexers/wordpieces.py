@@ -42,6 +42,7 @@ class TokenCounter(Protocol):
 # so a text's count is the sum of its words' counts, each word tokenized once and remembered.
 _UNPLAIN = re.compile(r"[^\t\n\r -~]")
 _BERT_WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
+_BERT_WORD_SPLIT = re.compile(f"({_BERT_WORD.pattern})")
 _MEMO_LIMIT = 500_000  # distinct words remembered
 
 
@@ -107,13 +108,14 @@ class WordPieceCounter:
                 [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))])
 
     def _plain_starts(self, text: str, longest: int | None) -> tuple[list[int], list[bool]] | None:
-        matches = list(_BERT_WORD.finditer(text.lower()))  # lower() keeps ASCII offsets
-        counts = np.asarray(self._counts_of([m.group() for m in matches]), dtype=np.int64)
+        parts = _BERT_WORD_SPLIT.split(text.lower())  # gap, word, gap, ..., gap; lower() keeps offsets
+        counts = np.asarray(self._counts_of(parts[1::2]), dtype=np.int64)
         if longest is not None and len(counts) and counts.max() > longest:
             return None  # a cut inside a word needs the real piece offsets
+        word_starts = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)))[0:-1:2]
         word_start = np.zeros(int(counts.sum()), dtype=bool)
         word_start[np.cumsum(counts) - counts] = True
-        return np.repeat([m.start() for m in matches], counts).tolist(), word_start.tolist()
+        return np.repeat(word_starts, counts).tolist(), word_start.tolist()
 
     def prefix_within(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text` ending at a word start and counting 1..max_tokens pieces
