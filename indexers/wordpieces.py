@@ -43,7 +43,7 @@ class TokenCounter(Protocol):
 _UNPLAIN = re.compile(r"[^\t\n\r -~]")
 _BERT_WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 _BERT_WORD_SPLIT = re.compile(f"({_BERT_WORD.pattern})")
-_MEMO_LIMIT = 500_000  # distinct words remembered
+_MEMO_LIMIT = 200_000  # distinct words remembered (~20 MB at most)
 
 
 class WordPieceCounter:
