@@ -155,6 +155,15 @@ class Bm25Index:
         self._doc_len = self._doc_len[~dead]
         self._cache.clear()
 
+    def relabel(self, mapping: dict[int, int]) -> None:
+        """Give every document a new label (mapping: old -> new, one-to-one); scores are unchanged."""
+        new = np.fromiter(map(mapping.__getitem__, self._labels.tolist()), np.int64, len(self))
+        if len(np.unique(new)) != len(new):
+            raise InvalidInputError("relabel() needs one distinct new label per document")
+        self._labels = new
+        self._increasing = bool(np.all(np.diff(new) > 0))
+        self._cache.clear()
+
     def _check_new_labels(self, new: np.ndarray) -> None:
         if len(np.unique(new)) != len(new):
             raise InvalidInputError("add() got the same label twice in one batch")

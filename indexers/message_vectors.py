@@ -3,6 +3,8 @@
 Windows give recall (context helps the embedding), but a window of four turns must still name
 the one turn that answers: comparing the query with each turn's own vector does that. Stored as
 float16 (half the memory; cosine changes by < 1e-3), saved as an .npy matrix and its ids.
+A loaded matrix stays memory-mapped (a search reads the few rows it cites, so the OS keeps only
+those pages); vectors put since the load live in memory until the next save.
 """
 
 from __future__ import annotations
@@ -21,36 +23,50 @@ __all__ = ["MessageVectors"]
 class MessageVectors:
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self._rows: dict[str, np.ndarray] = {}
+        self._saved = np.zeros((0, dim), dtype=np.float16)  # memory-mapped once loaded
+        self._row: dict[str, int] = {}  # message id -> row of _saved
+        self._fresh: dict[str, np.ndarray] = {}  # put since the load (never also in _row)
 
     def __contains__(self, message_id: object) -> bool:
-        return message_id in self._rows
+        return message_id in self._fresh or message_id in self._row
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._row) + len(self._fresh)
 
     def put(self, message_ids: Sequence[str], vectors: np.ndarray) -> None:
         for message_id, vector in zip(message_ids, np.asarray(vectors, dtype=np.float16)):
-            self._rows[message_id] = vector
+            self._row.pop(message_id, None)
+            self._fresh[message_id] = vector
 
     def forget(self, message_ids: Iterable[str]) -> None:
         for message_id in message_ids:
-            self._rows.pop(message_id, None)
+            self._row.pop(message_id, None)
+            self._fresh.pop(message_id, None)
+
+    def _matrix(self, message_ids: Sequence[str]) -> np.ndarray:
+        """The float16 rows of these (known) ids, in order."""
+        out = np.empty((len(message_ids), self.dim), dtype=np.float16)
+        saved = [(i, self._row[m]) for i, m in enumerate(message_ids) if m in self._row]
+        if saved:
+            at, rows = zip(*saved)
+            out[list(at)] = self._saved[np.asarray(rows)]
+        for i, m in enumerate(message_ids):
+            if m in self._fresh:
+                out[i] = self._fresh[m]
+        return out
 
     def similarities(self, message_ids: Sequence[str], query: np.ndarray) -> np.ndarray:
         """Cosine of each message with the (normalised) query; NaN where a message has no vector."""
         out = np.full(len(message_ids), np.nan)
-        known = [i for i, m in enumerate(message_ids) if m in self._rows]
+        known = [i for i, m in enumerate(message_ids) if m in self]
         if known:
-            matrix = np.stack([self._rows[message_ids[i]] for i in known]).astype(np.float32)
-            out[known] = matrix @ query
+            out[known] = self._matrix([message_ids[i] for i in known]).astype(np.float32) @ query
         return out
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        ids = sorted(self._rows)
-        matrix = np.stack([self._rows[m] for m in ids]) if ids else np.zeros((0, self.dim), dtype=np.float16)
-        np.save(directory / "vectors.npy", matrix)
+        ids = sorted([*self._row, *self._fresh])
+        np.save(directory / "vectors.npy", self._matrix(ids))
         (directory / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
 
     @classmethod
@@ -60,10 +76,10 @@ class MessageVectors:
             return loaded
         try:
             ids = json.loads((directory / "ids.json").read_text(encoding="utf-8"))
-            matrix = np.load(directory / "vectors.npy")
+            matrix = np.load(directory / "vectors.npy", mmap_mode="r")
         except (OSError, ValueError) as exc:
             raise IndexStateError(f"message vectors in {directory} are unreadable ({exc}): run `convsearch reindex`") from None
-        if len(ids) != len(matrix):
+        if len(ids) != len(matrix) or (len(ids) and matrix.shape[1:] != (dim,)):
             raise IndexStateError(f"message vectors in {directory} do not match their ids: run `convsearch reindex`")
-        loaded._rows = dict(zip(ids, matrix))
+        loaded._saved, loaded._row = matrix, {m: i for i, m in enumerate(ids)}
         return loaded

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -272,7 +272,10 @@ class IndexPipeline:
         for thread in self.store.threads_of(user_id):
             counts = self._update_thread(shard, thread.thread_id)
             messages += counts[0]
-        reused, computed = self._embed_shard(user_id, shard, progress)
+        if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
+            reused, computed = _vectors_of(shard.chunks.values()), 0
+        else:
+            reused, computed = self._embed_shard(user_id, shard, progress)
         shard.save(self.root)
         self._shards[user_id] = shard  # the swap: readers had the old shard until now
         self.update_lexical(user_id)  # messages that arrived during the rebuild
@@ -342,3 +345,12 @@ def put_message_vectors(shard: Shard, own: dict[str, int], window_vectors: np.nd
     own_rows = np.asarray(window_vectors)[list(own.values())] if own else np.zeros((0, 1))
     shard.message_vectors.put(list(own), own_rows)
     shard.message_vectors.put(list(line_ids), line_vectors)
+
+
+def _vectors_of(chunks: Iterable[Chunk]) -> int:
+    """The vectors `_embed_shard` looks up for these windows: each window's, and each message line
+    of a longer window whose message has no window of its own."""
+    chunks = list(chunks)
+    alone = {c.message_ids[0] for c in chunks if len(c.message_ids) == 1}
+    lines = {m for c in chunks if len(c.message_ids) > 1 for m in c.message_ids}
+    return len(chunks) + len(lines - alone)

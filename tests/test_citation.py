@@ -28,6 +28,25 @@ def test_message_vectors_round_trip_and_forget(tmp_path):
     assert sims[0] == pytest.approx(1.0, abs=2e-3) and np.isnan(sims[1]) and "b" not in loaded
 
 
+def test_loaded_message_vectors_take_changes_and_save_them(tmp_path):
+    """A loaded (memory-mapped) set takes new, replaced and forgotten vectors, and saves them all."""
+    rng = np.random.default_rng(8)
+    vectors = rng.normal(size=(4, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = MessageVectors(8)
+    store.put(["a", "b", "c"], vectors[:3])
+    store.save(tmp_path / "v1")
+    loaded = MessageVectors.load(tmp_path / "v1", 8)
+    loaded.put(["b", "d"], vectors[[3, 3]])  # b replaced, d new
+    loaded.forget(["c"])
+    loaded.save(tmp_path / "v2")
+    again = MessageVectors.load(tmp_path / "v2", 8)
+    assert len(again) == 3 and "c" not in again
+    sims = again.similarities(["a", "b", "c", "d"], vectors[3])
+    assert sims[1] == pytest.approx(1.0, abs=2e-3) and sims[3] == pytest.approx(1.0, abs=2e-3) and np.isnan(sims[2])
+    assert sims[0] == pytest.approx(float(vectors[0] @ vectors[3]), abs=2e-3)
+
+
 def test_unreadable_message_vectors_are_reported(tmp_path):
     (tmp_path / "mv").mkdir()
     (tmp_path / "mv" / "ids.json").write_text("[\"a\"]")

@@ -188,6 +188,30 @@ def test_split_covers_the_text_in_pieces_that_fit(text: str, max_tokens: int) ->
         assert counter().count(p) <= max_tokens or len(p) == 1
 
 
+PLAIN = "\t\n\r" + "".join(map(chr, range(32, 127)))  # counted word by word
+ASCII = "".join(map(chr, range(128)))  # control characters: counted whole
+
+
+@PROPERTY
+@given(st.lists(st.text(alphabet=PLAIN, max_size=40) | st.text(alphabet=ASCII, max_size=10)
+                | st.sampled_from(WORDS), max_size=40).map(" ".join))
+def test_word_by_word_counts_and_cuts_equal_the_tokenizer_on_any_text(text: str) -> None:
+    """Plain text is counted and cut word by word through a memo: it must agree with the tokenizer
+    run on the whole text (a counter given a tokenizer does that), control characters, words over
+    100 characters and punctuation runs included."""
+    from indexers.model_files import wordpiece_tokenizer
+
+    whole = WordPieceCounter(wordpiece_tokenizer())
+    texts = [text, text.upper(), "x" * 101 + text]
+    assert counter().count_many(texts) == whole.count_many(texts)
+    assert counter().count(text) == whole.count(text)
+    assert counter().split(text, 7) == whole.split(text, 7)
+    glued = text.replace(" ", "")  # long words: cuts inside them
+    assert counter().split(glued, 2) == whole.split(glued, 2)
+    assert counter().prefix_within(text, 5) == whole.prefix_within(text, 5)
+    assert counter().suffix_within(text, 5) == whole.suffix_within(text, 5)
+
+
 # --- examples ---------------------------------------------------------------------------------
 
 def test_long_tool_output_keeps_head_and_tail_within_the_cap() -> None:
