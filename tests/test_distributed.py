@@ -165,9 +165,9 @@ def test_the_cli_publishes_to_another_location_and_a_serving_node_fetches(tmp_pa
     make_home(tmp_path / "job", 6)
     shared = tmp_path / "object-store"
     job = ["--home", str(tmp_path / "job"), "reindex", "--all"]
-    assert main([*job, "--shards", str(shared)]) == 2
+    assert main([*job, "--shards", str(shared)]) == 3  # invalid input
     assert "only apply with --executor ray" in capsys.readouterr().err
-    assert main([*job, "--executor", "ray", "--embed-actors", "2"]) == 2  # 2 CPUs: one is the tasks'
+    assert main([*job, "--executor", "ray", "--embed-actors", "2"]) == 3  # 2 CPUs: one is the tasks'
     assert "use 1 to 1" in capsys.readouterr().err
     assert main([*job, "--executor", "ray", "--shards", f"file://{shared}"]) == 0
     report = json.loads(capsys.readouterr().out)
