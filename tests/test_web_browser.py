@@ -2,8 +2,9 @@
 
 The sample goes in through the live ingest path first (day summaries, notes, folding), then the
 tests log in, read days, search, open a hit, regenerate a summary and write messages, as a person
-would. They save the screenshots docs/web.md shows. Without Chromium they skip and say how to get
-it; under CI (CI=true) a missing browser fails instead, since .ci/run installs it.
+would. They take the screenshots docs/web.md shows, into a temporary folder unless
+CONVSEARCH_SCREENSHOTS names one (`CONVSEARCH_SCREENSHOTS=docs/img` refreshes the docs' pictures).
+Without Chromium they skip and say how to get it; under CI (CI=true) a missing browser fails instead, since .ci/run installs it.
 """
 
 from __future__ import annotations
@@ -11,18 +12,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from engine.api import ConversationEngine
-from tests.web_support import ROOT, TOKEN, feed_sample, serve, settings
+from tests.web_support import TOKEN, feed_sample, serve, settings
 
 CHROMIUM = os.environ.get("CONVSEARCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-IMG = ROOT / "docs" / "img"
+# a test run leaves the work tree as it was: the docs' pictures change only when asked for
+IMG = Path(os.environ.get("CONVSEARCH_SCREENSHOTS") or tempfile.mkdtemp(prefix="convsearch-screens-"))
 
 
 def _missing() -> str | None:
