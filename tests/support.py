@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from engine.api import ConversationEngine
 from engine.config import Settings
 from indexers.embedders import Embedder, load_embedder
 
-__all__ = ["HashEmbedder", "real_embedder", "free_port", "live_server", "NOW", "ALICE", "BOB", "messages",
+__all__ = ["HashEmbedder", "real_embedder", "free_port", "live_server", "live", "NOW", "ALICE", "BOB", "messages",
            "CRASH_T0", "open_engine", "batch"]
 
 
@@ -82,6 +83,15 @@ def live_server(engine: ConversationEngine, *, log_level: str = "critical") -> I
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def live(engine: ConversationEngine) -> Iterator[Any]:
+    """An httpx client of the app under a real uvicorn server (live_server); a generator, so a test
+    writes `for client in live(engine):`."""
+    import httpx
+
+    with live_server(engine, log_level="warning") as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield client
 
 
 # Alice (Paris) and Bob (Tokyo): the conversations the HTTP, CLI and MCP tests ingest ----------------

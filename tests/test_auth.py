@@ -49,6 +49,7 @@ def test_user_tokens_come_from_the_environment_as_json(monkeypatch: pytest.Monke
     assert Settings().user_tokens == {"t1": "ann"}
 
 
+@pytest.mark.process  # see tests/conftest.py (--fast)
 def test_the_server_file_names_a_live_server_and_is_removed_after(tmp_path: Path) -> None:
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from benchmarks.big_message import text_of
 from engine.api import ConversationEngine
 from engine.locks import WriterLocks
@@ -25,6 +27,7 @@ def test_a_long_message_is_stored_whole_indexed_capped_and_grep_finds_its_end(tm
         assert [(m.message_id, offset) for offset, m in found] == [("big", body.index("ZEBRA-9931"))]
 
 
+@pytest.mark.model  # see tests/conftest.py (--fast)
 def test_one_users_write_does_not_wait_for_another_users_indexing(tmp_path: Path) -> None:
     with ConversationEngine(tmp_path / "home") as engine:
         for user in ("slow", "quick"):
@@ -73,7 +76,7 @@ def test_message_text_is_capped_everywhere_and_paged_by_offset(tmp_path: Path) -
 
     from engine.mcp_server import build_server
     from engine.navigation_results import VIEW_CAP_CHARS
-    from tests.test_http import live
+    from tests.support import live
 
     body = text_of(VIEW_CAP_CHARS * 2 + 500)
     with ConversationEngine(tmp_path / "home", embedder=None) as engine:

@@ -17,7 +17,7 @@ from mcp import Client
 from engine.api import ConversationEngine
 from engine.cli import main
 from engine.mcp_server import build_server
-from tests.test_http import live
+from tests.support import live
 
 ROWS = [
     {"user_id": "ana", "timezone": "Europe/Lisbon", "message_id": "c1", "role": "user",
@@ -198,6 +198,7 @@ def test_a_reimported_id_with_other_content_is_reported(tmp_path: Path, capsys: 
     assert "1 re-imported record(s) differ" in captured.err
 
 
+@pytest.mark.model  # see tests/conftest.py (--fast)
 def test_update_replaces_a_reimported_text_and_reindexes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = str(tmp_path / "home")
     data = tmp_path / "a.jsonl"

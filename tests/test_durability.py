@@ -72,6 +72,7 @@ def test_acknowledged_messages_survive_kill_9_and_come_back_hybrid(tmp_path: Pat
         served.stop()
 
 
+@pytest.mark.model  # see tests/conftest.py (--fast)
 def test_the_python_quickstart_is_found_by_meaning_in_the_next_process(tmp_path: Path) -> None:
     """The issue's case: ingest with the Python API, then search from a new engine on the same home.
     No shard was saved; the new engine takes the vectors back from the embedding cache at load."""

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
 import pytest
-import uvicorn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -20,7 +16,6 @@ from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.context import ContextPayload, TruncationMarker
 from engine.http import schemas
-from engine.http.app import create_app
 from engine.models import Conversation, IngestResult, Message, Summary, User
 from engine.navigation_results import DayView, MessageView, SummaryView, TurnsAround, TurnsSince, ConversationContext
 from engine.ranking import ScoreParts
@@ -28,7 +23,7 @@ from engine.search_types import SearchHit, SearchResponse
 from engine.summaries import ConversationDetail
 from indexers.embedders import Embedder, load_embedder
 from indexers.pipeline import IndexReport
-from tests.support import ALICE, BOB, NOW, messages
+from tests.support import ALICE, BOB, NOW, live, messages
 
 pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
@@ -37,30 +32,6 @@ def embedder() -> Embedder:
     loaded = load_embedder("torch")
     assert loaded is not None
     return loaded
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def live(engine: ConversationEngine) -> Iterator[httpx.Client]:
-    """The app under a real uvicorn server on a free loopback port, in a background thread."""
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.api import ConversationEngine
 
 FIRST = [{"role": "user", "content": "We chose PostgreSQL for the ledger. " * 3, "created_at": "2024-05-01T10:00"},
@@ -11,6 +13,7 @@ FIRST = [{"role": "user", "content": "We chose PostgreSQL for the ledger. " * 3,
           "created_at": "2024-05-01T10:01"}]  # long enough to fill windows that later messages leave alone
 
 
+@pytest.mark.model  # see tests/conftest.py (--fast)
 def test_pending_vectors_are_named_with_the_command_to_run(tmp_path: Path) -> None:
     with ConversationEngine(tmp_path / "home") as engine:
         assert engine.pipeline.embedder is not None

@@ -12,7 +12,7 @@ import pytest
 from engine.api import ConversationEngine
 from engine.cli import main
 from engine.config import Settings
-from tests.test_http import live
+from tests.support import live
 
 TOKEN = "d0cs-token"
 

@@ -23,7 +23,7 @@ from engine.errors import ConvsearchError, ImportFileError, InvalidTimestampErro
 from engine.filters import SearchFilters
 from engine.mcp_server import build_server
 from engine.timeutil import parse_timestamp, zone
-from tests.test_http import live
+from tests.support import live
 
 NOW = datetime(2024, 11, 20, 12, 0, tzinfo=timezone.utc)
 UTC = timezone.utc

@@ -21,7 +21,7 @@ from engine.api import ConversationEngine
 from engine.cli import main
 from engine.errors import InvalidInputError
 from engine.mcp_server import build_server
-from tests.test_http import ALICE, NOW, live, messages
+from tests.support import ALICE, NOW, live, messages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,6 +119,7 @@ def test_limit_must_be_an_integer_on_the_cli(home: Path, capsys: pytest.CaptureF
 
 
 # Lone surrogates --------------------------------------------------------------------------------
+@pytest.mark.model  # see tests/conftest.py (--fast)
 def test_lone_surrogates_are_invalid_input(engine: ConversationEngine, api: httpx.Client, home: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     before = engine.stats("alice")
@@ -139,6 +140,7 @@ def _limited(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.process  # see tests/conftest.py (--fast)
 def test_a_full_disk_is_one_clear_line_and_nothing_is_lost(tmp_path: Path) -> None:
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample.jsonl"
@@ -43,12 +43,6 @@ def feed_sample(engine: ConversationEngine) -> None:
                 engine.ingest(user, day[start:start + CHUNK], index=False)
     engine.import_file(OPENAI, fmt="openai", user_id="alice")
     engine.index("alice")  # bob is left to the server's background step (engine.background)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve(home: Path, log: Path) -> Iterator[str]:
