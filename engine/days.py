@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Callable
 
-from engine.models import Summary, Thread, day_segment_id
+from engine.models import Summary, day_segment_id
 from engine.navigation_results import MessageView, message_view
 from engine.store import Store, continuous_thread_id
 from engine.timeutil import utcnow, zone
@@ -55,11 +55,6 @@ class DayBrowser:
     def today(self, user_id: str) -> date:
         """The user's calendar date now, in their time zone."""
         return self.clock().astimezone(zone(self.store.get_user(user_id).timezone)).date()
-
-    def list_threads(self, user_id: str) -> list[Thread]:
-        """The user's threads, the continuous one first, then by creation."""
-        self.store.get_user(user_id)
-        return sorted(self.store.threads_of(user_id), key=lambda t: t.mode != "continuous")
 
     def list_days(self, user_id: str, thread_id: str | None = None) -> list[DayEntry]:
         """The thread's days that have messages, oldest first."""

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine.config import Settings
 from engine.errors import AuthError, ConvsearchError, ForbiddenError
 
-__all__ = ["Auth", "Caller", "identify", "mcp_user", "error_response", "USER_HEADER", "MCP_PATH", "SCOPE_USER"]
+__all__ = ["Auth", "Caller", "identify", "caller_of", "mcp_user", "error_response", "USER_HEADER", "MCP_PATH", "SCOPE_USER"]
 
 OPEN_PATHS = frozenset({"/healthz"})
 USER_HEADER = "X-Convsearch-User"
@@ -39,12 +39,17 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 
 
 def identify(authorization: str, settings: Settings) -> Caller | None:
-    """The caller behind an Authorization header (tokens compared in constant time); None: refused."""
+    """The caller behind an Authorization header; None: refused."""
     scheme, _, credentials = authorization.partition(" ")
-    presented = credentials.strip().encode() if scheme.lower() == "bearer" else b""
+    return caller_of(credentials.strip() if scheme.lower() == "bearer" else "", settings)
+
+
+def caller_of(token: str, settings: Settings) -> Caller | None:
+    """The caller a token stands for (compared in constant time), from a header or the web page's cookie."""
+    presented = token.encode()
     if settings.api_token and hmac.compare_digest(presented, settings.api_token.encode()):
         return Caller(admin=True)
-    bound = [user for token, user in settings.user_tokens.items() if hmac.compare_digest(presented, token.encode())]
+    bound = [user for known, user in settings.user_tokens.items() if hmac.compare_digest(presented, known.encode())]
     if bound:
         return Caller(admin=False, user_id=bound[0])
     return None if settings.api_token else Caller(admin=True)  # no api_token: an open (loopback) server

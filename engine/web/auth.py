@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from engine.config import Settings
-from engine.http.auth import identify
+from engine.http.auth import caller_of
 
 __all__ = ["COOKIE", "Viewer", "resolve_token", "viewer_of", "auth_on"]
 
@@ -35,7 +35,7 @@ def resolve_token(settings: Settings, token: str | None) -> Viewer | None:
         return Viewer(admin=True)
     if not token:
         return None
-    caller = identify(f"Bearer {token}", settings)  # the API's rule: admin token, or a token bound to one user
+    caller = caller_of(token.strip(), settings)  # the API's rule: admin token, or a token bound to one user
     return None if caller is None else Viewer(admin=caller.admin, user_id=caller.user_id)
 
 
