@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate import vocabulary  # noqa: E402
-from engine.ranking import (clamp_vector, normalise_lexical, ranks_of, rrf_fusion,  # noqa: E402
+from engine.query.ranking import (clamp_vector, normalise_lexical, ranks_of, rrf_fusion,  # noqa: E402
                             weighted_fusion)
 from indexers.bm25 import Bm25Index  # noqa: E402
 from indexers.hnsw import HnswIndex, HnswParams  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from engine.evaluation.locomo import DEFAULT_KS, RunConfig, RunResult, open_corpus, run
-from engine.serialize import to_jsonable
+from engine.surfaces.serialize import to_jsonable
 
 __all__ = ["CONFIGS", "main"]
 

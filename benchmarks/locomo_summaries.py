@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from engine.evaluation.locomo import SUMMARY_SOURCES, RunConfig, open_corpus, run
-from engine.serialize import to_jsonable
+from engine.surfaces.serialize import to_jsonable
 
 __all__ = ["CONFIGS", "main"]
 

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.generate import SyntheticEmbedder, ThreadParams, iter_messages, make_queries  # noqa: E402
 from benchmarks.naive import from_shard  # noqa: E402
 from engine.api import ConversationEngine, to_new_message  # noqa: E402
-from engine.candidates import window_candidates  # noqa: E402  (engine internals: the "core" path)
-from engine.search import WINDOWS_PER_RESULT, _Query  # noqa: E402
+from engine.query.candidates import window_candidates  # noqa: E402  (engine internals: the "core" path)
+from engine.query.search import WINDOWS_PER_RESULT, _Query  # noqa: E402
 from indexers.embedders import DeadlineEmbedder, Embedder  # noqa: E402
 
 __all__ = ["SizeResult", "run_size", "core_search", "measure_overhead", "main"]

@@ -23,7 +23,7 @@ from rouge_score import rouge_scorer
 
 from engine.importers.locomo import load_locomo, locomo_sessions
 from engine.models import Message
-from engine.summarize import NONE_NOTED, ExtractiveSummarizer
+from engine.summaries.summarizers import NONE_NOTED, ExtractiveSummarizer
 
 __all__ = ["main", "plain"]
 

@@ -10,26 +10,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from engine.config import Settings, data_dir
-from engine.context import ContextAssembler, ContextPayload
-from engine.days import DayBrowser, DayEntry, DayTimeline
-from engine.deletion import Deleter
+from engine.query.context import ContextAssembler, ContextPayload
+from engine.query.days import DayBrowser, DayEntry, DayTimeline
+from engine.maintenance.deletion import Deleter
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.facade_edges import (EveryUser, as_path, by_thread, capped, disk_errors, file_errors, pipeline_params,
                                  to_new_message)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
-from engine.navigation import Navigator
-from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
-from engine.search import Searcher
-from engine.search_types import SearchResponse
-from engine.store import STORE_FILENAME, Store
-from engine.summaries import ConversationDetail, SummarizeReport, SummaryService
-from engine.summarize import make_summarizer
-from engine.summary_index import SummaryIndex
+from engine.query.navigation import Navigator
+from engine.query.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
+from engine.query.search import Searcher
+from engine.query.search_types import SearchResponse
+from engine.store.core import STORE_FILENAME, Store
+from engine.summaries.policy import ConversationDetail, SummarizeReport, SummaryService
+from engine.summaries.summarizers import make_summarizer
+from engine.query.summary_index import SummaryIndex
 from engine.timeutil import parse_day, utcnow
-from engine.tokens import TokenCounter
+from engine.query.tokens import TokenCounter
 from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
 from indexers.pipeline import IndexPipeline, IndexReport
 

@@ -14,7 +14,7 @@ from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError, storage_error
 from engine.locks import WriterLocks
 from engine.models import Message, NewMessage
-from engine.navigation_results import VIEW_CAP_CHARS
+from engine.query.navigation_results import VIEW_CAP_CHARS
 from engine.timeutil import read_iso
 from indexers.bm25 import Bm25Params
 from indexers.chunking import ChunkParams

@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from engine.errors import InvalidInputError, ReindexIncompleteError
-from engine.store import Store
+from engine.store.core import Store
 from indexers.embedding_cache import EmbeddingCache
 from indexers.manifest import BuildSpec
 from indexers.pipeline import IndexReport, PipelineParams

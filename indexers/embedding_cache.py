@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from engine.db import Database
+from engine.store.db import Database
 
 __all__ = ["EmbeddingCache", "content_hash"]
 

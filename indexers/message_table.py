@@ -42,7 +42,7 @@ class MessageCard:
     thread_id: str
     seq: int
     message_id: str
-    created_at: datetime  # aware UTC, as `engine.rows.message_from_row` gives it
+    created_at: datetime  # aware UTC, as `engine.store.rows.message_from_row` gives it
     role: str
     speaker: str | None
     day_label: date

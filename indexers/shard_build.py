@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from engine.rows import messages_from_arrow
+from engine.store.rows import messages_from_arrow
 from indexers.bm25 import Bm25Index
 from indexers.chunking import Chunk, WordPieceCounter
 from indexers.hnsw import HnswIndex

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import Store
+from engine.store.core import Store
 
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "sample.jsonl"
 FAST_SKIPS = ("slow", "model", "process")

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
-from engine.runtime import running_server
+from engine.surfaces.runtime import running_server
 
 REPO = Path(__file__).resolve().parents[1]
 CONVSEARCH = str(Path(sys.executable).parent / "convsearch")

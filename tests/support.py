@@ -68,7 +68,7 @@ def live_server(engine: ConversationEngine, *, log_level: str = "critical") -> I
     """create_app(engine) under uvicorn on a free 127.0.0.1 port (a background thread); yields the base URL."""
     import uvicorn  # here, not at the top: the crash test's child imports this module and never serves
 
-    from engine.http.app import create_app
+    from engine.surfaces.http.app import create_app
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level=log_level))

@@ -13,8 +13,8 @@ from starlette.datastructures import Headers
 
 from engine.config import Settings
 from engine.errors import AuthError, ForbiddenError
-from engine.http.auth import Caller, identify, mcp_user
-from engine.runtime import SERVER_FILE, advertised, running_server
+from engine.surfaces.http.auth import Caller, identify, mcp_user
+from engine.surfaces.runtime import SERVER_FILE, advertised, running_server
 
 CLOSED = Settings(api_token="admin", user_tokens={"tok-a": "alice", "tok-b": "bob"})
 OPEN = Settings(user_tokens={"tok-a": "alice"})

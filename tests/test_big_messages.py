@@ -74,8 +74,8 @@ def test_message_text_is_capped_everywhere_and_paged_by_offset(tmp_path: Path) -
     import anyio
     from mcp import Client
 
-    from engine.mcp_server import build_server
-    from engine.navigation_results import VIEW_CAP_CHARS
+    from engine.surfaces.mcp.server import build_server
+    from engine.query.navigation_results import VIEW_CAP_CHARS
     from tests.support import live
 
     body = text_of(VIEW_CAP_CHARS * 2 + 500)
@@ -110,7 +110,7 @@ def test_message_text_is_capped_everywhere_and_paged_by_offset(tmp_path: Path) -
 
 
 def test_a_whole_conversation_caps_each_message_and_says_how_to_get_the_rest(tmp_path: Path) -> None:
-    from engine.navigation_results import VIEW_CAP_CHARS
+    from engine.query.navigation_results import VIEW_CAP_CHARS
 
     body = text_of(VIEW_CAP_CHARS + 1234)
     with ConversationEngine(tmp_path / "home", embedder=None) as engine:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.citation import make_snippet
+from engine.query.citation import make_snippet
 from engine.errors import IndexStateError
 from indexers.message_vectors import MessageVectors
 
@@ -59,7 +59,7 @@ def test_coverage_merges_spans_and_answers_by_thread():
     from datetime import datetime, timezone
 
     from engine.models import Summary
-    from engine.summary_index import Coverage
+    from engine.query.summary_index import Coverage
 
     at = datetime(2024, 1, 1, tzinfo=timezone.utc)
     spans = [("t", 1, 5), ("t", 4, 9), ("t", 20, 22), ("u", 1, 3)]

@@ -1,4 +1,4 @@
-"""The CLI in-process through `engine.cli.main` (JSON and table output, errors), plus real subprocesses:
+"""The CLI in-process through `engine.surfaces.cli.main` (JSON and table output, errors), plus real subprocesses:
 a `grep` and a `serve` answering HTTP with a token from the environment."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from tests.support import ALICE, BOB, NOW, messages
 
 pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)

@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 
 from engine.api import ConversationEngine
-from engine.cli import main
-from engine.mcp_server import build_server
+from engine.surfaces.cli import main
+from engine.surfaces.mcp.server import build_server
 from tests.support import live
 
 ROWS = [

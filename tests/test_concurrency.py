@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
-from engine.doctor import diagnose
+from engine.maintenance.doctor import diagnose
 from engine.errors import ConvsearchError
 from tests.support import batch, open_engine
 

@@ -9,15 +9,15 @@ from typing import Iterator
 import pytest
 
 from engine.config import Settings
-from engine.context import (TRUNCATION_TEXT, ContextAssembler, TruncationMarker, apply_context_window,
+from engine.query.context import (TRUNCATION_TEXT, ContextAssembler, TruncationMarker, apply_context_window,
                             format_conversation, trim_tool_output)
 from engine.errors import InvalidInputError, SettingsError, UnknownUserError
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
-from engine.store import Store
-from engine.summaries import SummaryService
-from engine.summarize import ExtractiveSummarizer
-from engine.tokens import TokenCounter
+from engine.store.core import Store
+from engine.summaries.policy import SummaryService
+from engine.summaries.summarizers import ExtractiveSummarizer
+from engine.query.tokens import TokenCounter
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 NOW = datetime(2024, 5, 2, 16, 0, tzinfo=timezone.utc)  # 18:00 on 2024-05-02 in Paris

@@ -24,8 +24,8 @@ from typing import Callable
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import main
-from engine.doctor import diagnose, repair
+from engine.surfaces.cli import main
+from engine.maintenance.doctor import diagnose, repair
 from indexers.shard import Shard, current_version_dir
 from tests.support import batch, open_engine
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.config import Settings
-from engine.doctor import diagnose
+from engine.maintenance.doctor import diagnose
 from engine.errors import UnknownConversationError, UnknownUserError
-from engine.summary_index import summary_text
+from engine.query.summary_index import summary_text
 from indexers.embedders import Embedder
 from indexers.embedding_cache import content_hash
 from indexers.shard import Shard, shard_dir

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from engine.api import ConversationEngine
-from engine.runtime import SERVER_FILE, running_server
+from engine.surfaces.runtime import SERVER_FILE, running_server
 from tests.deployment import ADMIN, cli, data, environment, mcp_over_http, mcp_over_stdio, serve
 
 USERS = {"alice": "Europe/Paris", "bob": "Asia/Tokyo", "carol": "UTC"}

@@ -22,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install 'convsearch[ray]'` (make test installs it)")
 
 from engine.api import ConversationEngine  # noqa: E402
-from engine.cli import main  # noqa: E402
+from engine.surfaces.cli import main  # noqa: E402
 from engine.errors import ReindexIncompleteError  # noqa: E402
 from indexers.distributed import RayOptions, reindex_on_ray  # noqa: E402
 from indexers.shard import current_version_dir  # noqa: E402

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import build_parser
-from engine.http.app import create_app
-from engine.mcp_server import build_server
+from engine.surfaces.cli import build_parser
+from engine.surfaces.http.app import create_app
+from engine.surfaces.mcp.server import build_server
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
 

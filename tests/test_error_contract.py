@@ -18,9 +18,9 @@ import pytest
 
 from engine import errors
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.config import Settings
-from engine.mcp_server import build_server
+from engine.surfaces.mcp.server import build_server
 from tests.support import live_server
 
 CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"

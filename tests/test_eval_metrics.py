@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine.evaluation.locomo import hit_coverage, score_question, session_of
 from engine.evaluation.metrics import (as_slots, dcg, mean, ndcg, percentile, recall_all, recall_any,
                                        recall_fraction, reciprocal_rank)
-from engine.search_types import SearchHit
+from engine.query.search_types import SearchHit
 
 RANKED = ["a", None, "b", "c", "d"]  # None: a summary hit holding rank 2
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import eval_commands
+from engine.surfaces.cli import eval_commands
 from engine.evaluation.locomo import RunConfig, open_corpus, run
 from tests.support import HashEmbedder
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.importers import FORMATS
 
 REPO = Path(__file__).resolve().parents[1]

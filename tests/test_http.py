@@ -14,13 +14,13 @@ from pydantic import BaseModel
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.context import ContextPayload, TruncationMarker
-from engine.http import schemas
+from engine.query.context import ContextPayload, TruncationMarker
+from engine.surfaces.http import schemas
 from engine.models import Conversation, IngestResult, Message, Summary, User
-from engine.navigation_results import DayView, MessageView, SummaryView, TurnsAround, TurnsSince, ConversationContext
-from engine.ranking import ScoreParts
-from engine.search_types import SearchHit, SearchResponse
-from engine.summaries import ConversationDetail
+from engine.query.navigation_results import DayView, MessageView, SummaryView, TurnsAround, TurnsSince, ConversationContext
+from engine.query.ranking import ScoreParts
+from engine.query.search_types import SearchHit, SearchResponse
+from engine.summaries.policy import ConversationDetail
 from indexers.embedders import Embedder, load_embedder
 from indexers.pipeline import IndexReport
 from tests.support import ALICE, BOB, NOW, live, messages

@@ -15,8 +15,8 @@ from engine.errors import ImportFileError, InvalidInputError
 from engine.importers import FORMATS, ImportReport, SkippedRecord, export_thread_parquet, import_file
 from engine.importers.legacy import MIGRATED_TITLE
 from engine.importers.locomo import load_locomo, parse_locomo_datetime, repair_evidence, session_numbers
-from engine.ingest import Ingestor
-from engine.store import Store
+from engine.store.ingest import Ingestor
+from engine.store.core import Store
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InvalidInputError, OutOfOrderError, UnknownThreadError, UnknownUserError
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import NewMessage
-from engine.store import Store
+from engine.store.core import Store
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 

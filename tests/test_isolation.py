@@ -24,8 +24,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from engine.api import ConversationEngine
 from engine.errors import ConvsearchError
-from engine.mcp_server import build_server
-from engine.serialize import to_jsonable
+from engine.surfaces.mcp.server import build_server
+from engine.surfaces.serialize import to_jsonable
 from tests.support import live_server, real_embedder
 
 pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)

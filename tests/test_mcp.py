@@ -13,8 +13,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, Tool
 
 from engine.api import ConversationEngine
-from engine.mcp_server import TOOL_NAMES
-from engine.ranking import STRONG_LEXICAL
+from engine.surfaces.mcp.server import TOOL_NAMES
+from engine.query.ranking import STRONG_LEXICAL
 from tests.support import ALICE, BOB, NOW, messages
 
 pytestmark = [pytest.mark.model, pytest.mark.process]  # see tests/conftest.py (--fast)

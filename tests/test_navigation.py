@@ -17,10 +17,10 @@ from engine.errors import (
     UnknownThreadError,
     UnknownUserError,
 )
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import NewMessage, Summary, day_segment_id
-from engine.navigation import MAX_LIMIT, Navigator
-from engine.store import Store
+from engine.query.navigation import MAX_LIMIT, Navigator
+from engine.store.core import Store
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)

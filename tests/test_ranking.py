@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.ranking import (
+from engine.query.ranking import (
     ScoreParts,
     apply_penalty,
     clamp_vector,

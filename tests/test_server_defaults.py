@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.config import Settings
 from tests.support import live
 

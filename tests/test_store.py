@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine.db import SCHEMA_VERSION, Database
+from engine.store.db import SCHEMA_VERSION, Database
 from engine.errors import (
     InvalidInputError,
     StoreLockedError,
@@ -15,9 +15,9 @@ from engine.errors import (
     UnknownTimezoneError,
     UnknownUserError,
 )
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import NewMessage
-from engine.store import Store
+from engine.store.core import Store
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -14,13 +14,13 @@ import pytest
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, UnknownConversationError
-from engine.ingest import Ingestor
+from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
-from engine.store import Store
-from engine.summaries import DAY_NOTE_PREFIX, SummaryService, day_summary_id
-from engine.summarize import (SECTIONS, ExtractiveSummarizer, OpenAICompatibleSummarizer, SummarizerError,
+from engine.store.core import Store
+from engine.summaries.policy import DAY_NOTE_PREFIX, SummaryService, day_summary_id
+from engine.summaries.summarizers import (SECTIONS, ExtractiveSummarizer, OpenAICompatibleSummarizer, SummarizerError,
                               make_summarizer, section_text)
-from engine.tokens import TokenCounter
+from engine.query.tokens import TokenCounter
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 THREAD = "alice:continuous"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.config import Settings
 from engine.errors import UnknownDaySegmentError
-from engine.summaries import DAY_NOTE_PREFIX
-from engine.summarize import TITLE_WORDS, section_text, word_count
+from engine.summaries.policy import DAY_NOTE_PREFIX
+from engine.summaries.summarizers import TITLE_WORDS, section_text, word_count
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
 LATER = datetime(2024, 4, 1, 12, 0, tzinfo=timezone.utc)  # every sample day is over
@@ -161,7 +161,7 @@ def test_summary_hits_show_once_per_span_up_to_the_limit(imported: Path) -> None
 
 def test_extractive_segments_cjk_and_reads_short_choices_as_decisions() -> None:
     from engine.models import Message
-    from engine.summarize import ExtractiveSummarizer, split_sentences
+    from engine.summaries.summarizers import ExtractiveSummarizer, split_sentences
 
     assert split_sentences("京都に行きます。桜はまだ咲いていますか？はい。") == ["京都に行きます。", "桜はまだ咲いていますか？", "はい。"]  # noqa: E501
     at = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)

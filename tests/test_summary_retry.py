@@ -17,8 +17,8 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.summaries import day_summary_id
-from engine.summary_retries import RETRY_AFTER_S
+from engine.summaries.policy import day_summary_id
+from engine.summaries.retries import RETRY_AFTER_S
 from tests.deployment import ADMIN, cli, environment, serve
 
 SUMMARY = "## Decisions\n- The fake summarizer says the team chose the blue boat.\n"

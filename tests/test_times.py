@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.config import Settings
 from engine.errors import ConvsearchError, ImportFileError, InvalidTimestampError, OutOfOrderError
-from engine.filters import SearchFilters
-from engine.mcp_server import build_server
+from engine.query.filters import SearchFilters
+from engine.surfaces.mcp.server import build_server
 from engine.timeutil import parse_timestamp, zone
 from tests.support import live
 

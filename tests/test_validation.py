@@ -18,9 +18,9 @@ import pytest
 from mcp import Client
 
 from engine.api import ConversationEngine
-from engine.cli import main
+from engine.surfaces.cli import main
 from engine.errors import InvalidInputError
-from engine.mcp_server import build_server
+from engine.surfaces.mcp.server import build_server
 from tests.support import ALICE, NOW, live, messages
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,16 +150,16 @@ def test_a_full_disk_is_one_clear_line_and_nothing_is_lost(tmp_path: Path) -> No
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": str(REPO), "CONVSEARCH_EMBEDDING_BACKEND": "none"}
     small = ["--home", str(home), "ingest", str(REPO / "data" / "sample.jsonl"), "--format", "jsonl"]
-    first = subprocess.run([sys.executable, "-m", "engine.cli", *small], env=env, capture_output=True, text=True,
+    first = subprocess.run([sys.executable, "-m", "engine.surfaces.cli", *small], env=env, capture_output=True, text=True,
                            timeout=120)
     assert first.returncode == 0, first.stderr
-    before = subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "stats"], env=env,
+    before = subprocess.run([sys.executable, "-m", "engine.surfaces.cli", "--home", str(home), "stats"], env=env,
                             capture_output=True, text=True, timeout=120)
-    full = subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "ingest", str(big), "--format",
+    full = subprocess.run([sys.executable, "-m", "engine.surfaces.cli", "--home", str(home), "ingest", str(big), "--format",
                            "jsonl"], env=env, capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: _limited(3_000_000))
     assert full.returncode == 11 and full.stderr.count("\n") == 1, full.stderr  # storage_full
     assert full.stderr.startswith("convsearch: error [storage_full]: the disk is full") and "free some space" in full.stderr
-    stats = subprocess.run([sys.executable, "-m", "engine.cli", "--home", str(home), "stats"], env=env,
+    stats = subprocess.run([sys.executable, "-m", "engine.surfaces.cli", "--home", str(home), "stats"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert json.loads(stats.stdout)["messages"] == json.loads(before.stdout)["messages"]  # the import's and its notes

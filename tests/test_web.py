@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.days import TimelineEntry
+from engine.query.days import TimelineEntry
 from engine.errors import InvalidInputError
-from engine.http.app import create_app
-from engine.navigation_results import MessageView
-from engine.web.views import fold, highlight, markdown, pick_day, plain, sections
+from engine.surfaces.http.app import create_app
+from engine.query.navigation_results import MessageView
+from engine.surfaces.web.views import fold, highlight, markdown, pick_day, plain, sections
 from tests.web_support import OPENAI, SAMPLE, TOKEN
 
 DAY = date(2024, 3, 6)

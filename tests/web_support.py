@@ -49,7 +49,7 @@ def serve(home: Path, log: Path) -> Iterator[str]:
     """`convsearch serve` on a free loopback port in its own process; yields its base URL."""
     port = free_port()
     script = Path(sys.executable).with_name("convsearch")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "engine.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "engine.surfaces.cli"]
     env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as out:
         process = subprocess.Popen([*command, "--home", str(home), "serve", "--port", str(port)],

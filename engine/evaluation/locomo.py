@@ -39,7 +39,7 @@ from engine.config import Settings
 from engine.evaluation.metrics import (as_slots, mean, ndcg, percentile, recall_all, recall_any, recall_fraction,
                                        reciprocal_rank)
 from engine.importers.locomo import LOCOMO_TIMEZONE, load_locomo, locomo_sessions, repair_evidence
-from engine.search_types import LIMIT_RANGE, SearchHit
+from engine.query.search_types import LIMIT_RANGE, SearchHit
 from indexers.embedders import Embedder
 
 __all__ = [

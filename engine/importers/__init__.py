@@ -20,8 +20,8 @@ from engine.importers.locomo import import_locomo
 from engine.importers.openai_chat import import_openai
 from engine.importers.parquet import import_parquet
 from engine.importers.records import ImportContext, ImportReport, Issues, SkippedRecord, Totals, load_json
-from engine.ingest import Ingestor
-from engine.store import Store
+from engine.store.ingest import Ingestor
+from engine.store.core import Store
 from engine.timeutil import zone
 
 __all__ = ["FORMATS", "EXPORT_FORMATS", "import_file", "ImportReport", "SkippedRecord", "export_thread",

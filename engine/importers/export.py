@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from engine.errors import InvalidInputError
 from engine.models import Message
-from engine.store import Store
+from engine.store.core import Store
 
 __all__ = ["export_thread", "export_thread_parquet", "EXPORT_SCHEMA", "EXPORT_FORMATS", "PAGE_ROWS"]
 

@@ -18,9 +18,9 @@ from zoneinfo import ZoneInfo
 from tqdm import tqdm
 
 from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, UnknownUserError
-from engine.ingest import MAX_MESSAGE_CHARS, Ingestor
+from engine.store.ingest import MAX_MESSAGE_CHARS, Ingestor
 from engine.models import ROLES, IngestResult, NewMessage
-from engine.store import Store, continuous_thread_id
+from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import surrogate_problem
 from engine.timeutil import parse_timestamp, to_utc, zone
 

@@ -1,0 +1,1 @@
+"""Maintenance of a data directory: deletion that deletes, and `doctor` that checks and repairs what is derived."""

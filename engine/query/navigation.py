@@ -1,0 +1,355 @@
+"""Navigation: reading a user's history by id, by time, by seq and by literal text.
+
+Every method takes `user_id` first and is scoped to that user: another user's message, day or
+thread id is answered exactly like an unknown id. Methods that walk a thread use the user's
+continuous thread unless a `thread_id` of the user is given.
+
+Engine notes (Message.kind == "note", e.g. "day summary updated") are not conversation content,
+so every list here leaves them out; `get_message` still opens one by its id.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable, Sequence
+
+from engine.errors import InvalidInputError
+from engine.models import DaySegment, Message, Summary, User
+from engine.query.navigation_results import (
+    ConversationContext,
+    DayView,
+    MessageView,
+    SummaryView,
+    TurnsAround,
+    TurnsSince,
+    message_view,
+    summary_view,
+)
+from engine.store.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc
+from engine.store.core import Store, continuous_thread_id
+from engine.text_rules import check_text, check_unit_interval
+from engine.timeutil import parse_timestamp, utcnow, zone
+from engine.validation import whole_number
+
+__all__ = [
+    "Navigator",
+    "MAX_LIMIT",
+    "MessageView",
+    "DayView",
+    "SummaryView",
+    "TurnsSince",
+    "TurnsAround",
+    "ConversationContext",
+]
+
+MAX_LIMIT = 10_000  # largest page, window or seq range one call returns
+
+# Messages no summary of the thread covers (one parameter: the thread id). Each side is filtered
+# to the thread in its own subquery so DuckDB runs a pure range join: with the thread equality in
+# the ON clause it falls back to a hash join plus filter, ~30x slower on 100k messages.
+_UNCOVERED = (
+    "messages ANTI JOIN (SELECT from_seq, to_seq FROM summaries WHERE thread_id = ?) s "
+    "ON messages.seq >= s.from_seq AND messages.seq <= s.to_seq"
+)
+Span = tuple[int, int]  # inclusive seq bounds
+
+
+@dataclass(frozen=True, slots=True)
+class _SummaryStats:
+    summary: Summary
+    count: int  # turns stored in the span
+    ends_at: datetime | None  # latest created_at in the span (any kind)
+
+
+class Navigator:
+    """Read-only views over one store; never writes (reads do not even create threads)."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self.store = store
+        self.clock = clock
+
+    # By id -----------------------------------------------------------------------------------
+    def get_message(self, user_id: str, message_id: str, *, offset: int = 0) -> MessageView:
+        """The message, its text from character `offset` (to page through a long one)."""
+        offset = _whole("offset", offset, maximum=None)
+        self.store.get_user(user_id)
+        return message_view(self.store.get_message(message_id, user_id=user_id), offset)
+
+    def get_day(self, user_id: str, day_segment_id: str) -> DayView:
+        """The day's summary (None until summarised) and its turns' ids in order."""
+        segment = self._segment(user_id, day_segment_id)
+        rows = self.store.db.execute(
+            "SELECT message_id FROM messages WHERE thread_id = ? AND day_label = ? AND kind = 'turn' ORDER BY seq",
+            [segment.thread_id, segment.day_label],
+        )
+        return DayView(
+            day_segment_id=segment.day_segment_id, thread_id=segment.thread_id, day_label=segment.day_label,
+            summary_markdown=segment.summary_markdown, updated_at=segment.updated_at,
+            message_ids=tuple(r[0] for r in rows),
+        )
+
+    def get_day_range(self, user_id: str, day_segment_id: str, from_message_id: str,
+                      to_message_id: str) -> list[MessageView]:
+        """The day's turns from one message to another, both included; both must be of that day."""
+        segment = self._segment(user_id, day_segment_id)
+        first = self._message_of_day(user_id, segment, "from_message_id", from_message_id)
+        last = self._message_of_day(user_id, segment, "to_message_id", to_message_id)
+        if first.seq > last.seq:
+            raise InvalidInputError(
+                f"the range is reversed: from_message_id {from_message_id!r} (seq {first.seq}) comes after "
+                f"to_message_id {to_message_id!r} (seq {last.seq}); swap them"
+            )
+        found = self._turns(segment.thread_id, "day_label = ? AND seq BETWEEN ? AND ?",
+                            [segment.day_label, first.seq, last.seq], limit=None)
+        return [message_view(m) for m in found]
+
+    # By time ---------------------------------------------------------------------------------
+    def turns_since(self, user_id: str, timestamp: str | datetime, *, include_summaries: bool = True,
+                    limit: int = 1000, from_seq: int | None = None, thread_id: str | None = None) -> TurnsSince:
+        """Turns at or after `timestamp` in order, and the summaries whose span ends after it.
+
+        At most `limit` turns; when more remain, `truncated` is set and the same call with
+        `from_seq=next_seq` (and include_summaries=False) returns the rest exactly once.
+        """
+        limit = _whole("limit", limit, minimum=1)
+        start_seq = 0 if from_seq is None else _whole("from_seq", from_seq, maximum=None)
+        user, thread = self._scope(user_id, thread_id)
+        since = _moment(timestamp, user)
+        rows = self._turns(thread, "created_at >= ? AND seq >= ?", [naive_utc(since), start_seq], limit=limit + 1)
+        shown, rest = rows[:limit], rows[limit:]
+        summaries = self._summaries_ending_after(thread, since) if include_summaries else ()
+        return TurnsSince(
+            since=since, messages=tuple(message_view(m) for m in shown), summaries=summaries,
+            truncated=bool(rest), next_seq=rest[0].seq if rest else None,
+            next_timestamp=rest[0].created_at if rest else None,
+            continue_with=_continue_hint(since, rest[0].seq) if rest else None,
+            notice=self._future_notice(since),
+        )
+
+    def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = 40,
+                     before_ratio: float = 0.5, thread_id: str | None = None) -> TurnsAround:
+        """`int(count * ratio)` turns before the moment and the rest at or after it, in order.
+
+        The ratio is a number from 0 to 1. When history has fewer turns on one side, that side is
+        short and the other is NOT topped up: the window's shape depends only on the arguments.
+        """
+        count = _whole("count", count)
+        ratio = _ratio(before_ratio)
+        user, thread = self._scope(user_id, thread_id)
+        moment = _moment(timestamp, user)
+        want_before = int(count * ratio)
+        want_after = count - want_before
+        before = self._turns(thread, "created_at < ?", [naive_utc(moment)], limit=want_before, newest_first=True)
+        after = self._turns(thread, "created_at >= ?", [naive_utc(moment)], limit=want_after)
+        return TurnsAround(
+            moment=moment, messages=tuple(message_view(m) for m in [*reversed(before), *after]),
+            before_count=len(before), after_count=len(after), requested_before=want_before,
+            requested_after=want_after, notice=_short_notice(len(before), want_before, len(after), want_after),
+        )
+
+    # Context ---------------------------------------------------------------------------------
+    def conversation_context(self, user_id: str, turns: int = 40, *, thread_id: str | None = None) -> ConversationContext:
+        """The latest `turns` messages' worth of context: raw uncovered turns, then summaries.
+
+        With at least `turns` uncovered turns, the most recent of them. Otherwise all uncovered
+        turns plus the latest summaries (by the span they end at) until their real message counts
+        reach `turns`; a summary wholly inside already-chosen ones is skipped and a partly
+        overlapping one counts only its new messages, so nothing is counted twice.
+        """
+        turns = _whole("turns", turns)
+        _, thread = self._scope(user_id, thread_id)
+        uncovered = int(self.store.db.execute(
+            f"SELECT count(*) FROM {_UNCOVERED} WHERE thread_id = ? AND kind = 'turn'", [thread, thread]
+        )[0][0])
+        raw = self._turns(thread, "TRUE", [], limit=turns, newest_first=True, uncovered=True)[::-1]
+        chosen = self._cover(thread, turns - len(raw)) if 0 < turns and uncovered < turns else ()
+        covered = len(raw) + sum(s.message_count - s.overlap for s in chosen)
+        return ConversationContext(
+            requested_turns=turns, uncovered_count=uncovered, summaries=chosen,
+            turns=tuple(message_view(m) for m in raw), turns_covered=covered,
+        )
+
+    # By seq and text -------------------------------------------------------------------------
+    def messages_range(self, user_id: str, start_seq: int, end_seq: int, *,
+                       thread_id: str | None = None) -> list[MessageView]:
+        """Turns with start_seq <= seq < end_seq, in order (at most MAX_LIMIT seqs wide)."""
+        start = _whole("start_seq", start_seq, maximum=None)
+        end = _whole("end_seq", end_seq, maximum=None)
+        if start > end:
+            raise InvalidInputError(
+                f"the range is reversed: start_seq {start} is after end_seq {end}; "
+                "ranges are [start_seq, end_seq), so swap them"
+            )
+        if end - start > MAX_LIMIT:
+            raise InvalidInputError(
+                f"the range {start}..{end} is wider than {MAX_LIMIT} seqs: ask for it in pieces"
+            )
+        _, thread = self._scope(user_id, thread_id)
+        return [message_view(m) for m in self._turns(thread, "seq >= ? AND seq < ?", [start, end], limit=None)]
+
+    def substring_search(self, user_id: str, text: str, *, limit: int = 50,
+                         thread_id: str | None = None) -> list[tuple[int, MessageView]]:
+        """Turns containing `text` (case-insensitive, literal), in order, each with the character
+        offset of its first match: `%`, `_`, quotes and regex syntax are plain text."""
+        if not isinstance(text, str) or not text:
+            raise InvalidInputError("substring search needs a non-empty text to look for")
+        check_text("text", text)
+        limit = _whole("limit", limit, minimum=1)
+        _, thread = self._scope(user_id, thread_id)
+        # strpos on a bound parameter: never a LIKE pattern or a regex, so nothing needs escaping.
+        found = self._turns(thread, "strpos(lower(content), lower(?)) > 0", [text], limit=limit)
+        return [(_offset(m.content, text), message_view(m)) for m in found]
+
+    # Helpers ---------------------------------------------------------------------------------
+    def _scope(self, user_id: str, thread_id: str | None) -> tuple[User, str]:
+        """The user and the thread to read; the continuous thread is not created by a read."""
+        user = self.store.get_user(user_id)
+        if thread_id is None:
+            return user, continuous_thread_id(user_id)
+        return user, self.store.get_thread(thread_id, user_id=user_id).thread_id
+
+    def _segment(self, user_id: str, day_segment_id: str) -> DaySegment:
+        self.store.get_user(user_id)
+        return self.store.timeline.get_day_segment(day_segment_id, user_id=user_id)
+
+    def _message_of_day(self, user_id: str, segment: DaySegment, name: str, message_id: str) -> Message:
+        message = self.store.get_message(message_id, user_id=user_id)
+        if message.thread_id != segment.thread_id or message.day_label != segment.day_label:
+            raise InvalidInputError(
+                f"{name} {message_id!r} is not in day {segment.day_segment_id!r}: it belongs to "
+                f"{message.day_segment_id!r}; use get_day to list the day's message ids"
+            )
+        return message
+
+    def _turns(self, thread_id: str, where: str, params: Sequence[object], *, limit: int | None,
+               newest_first: bool = False, uncovered: bool = False) -> list[Message]:
+        """The thread's turns matching `where` (a constant of this module, never caller text)."""
+        source = _UNCOVERED if uncovered else "messages"
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM {source} WHERE thread_id = ? AND kind = 'turn' AND ({where})"
+        sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
+        args: list[object] = [*([thread_id] if uncovered else []), thread_id, *params]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [message_from_row(r) for r in self.store.db.execute(sql, args)]
+
+    def _summary_stats(self, thread_id: str) -> list[_SummaryStats]:
+        """Each summary with its real turn count and end time (messages may have been deleted)."""
+        # Per-thread subqueries keep this a pure range join (see _UNCOVERED).
+        rows = self.store.db.execute(
+            "SELECT s.summary_id, count(m.seq) FILTER (WHERE m.kind = 'turn'), max(m.created_at) "
+            "FROM (SELECT summary_id, from_seq, to_seq FROM summaries WHERE thread_id = ?) s "
+            "LEFT JOIN (SELECT seq, kind, created_at FROM messages WHERE thread_id = ?) m "
+            "ON m.seq >= s.from_seq AND m.seq <= s.to_seq GROUP BY s.summary_id",
+            [thread_id, thread_id],
+        )
+        stats = {r[0]: (int(r[1]), aware(r[2])) for r in rows}
+        return [_SummaryStats(s, *stats[s.summary_id]) for s in self.store.timeline.summaries(thread_id)]
+
+    def _summaries_ending_after(self, thread_id: str, since: datetime) -> tuple[SummaryView, ...]:
+        return tuple(
+            summary_view(st.summary, st.count, st.ends_at)
+            for st in self._summary_stats(thread_id) if st.ends_at is not None and st.ends_at > since
+        )
+
+    def _cover(self, thread_id: str, needed: int) -> tuple[SummaryView, ...]:
+        """Latest summaries first until `needed` messages are represented; returned oldest first."""
+        ordered = sorted(self._summary_stats(thread_id),
+                         key=lambda st: (-st.summary.to_seq, st.summary.from_seq, st.summary.summary_id))
+        chosen: list[SummaryView] = []
+        union: list[Span] = []
+        got = 0
+        for st in ordered:
+            if got >= needed:
+                break
+            span = (st.summary.from_seq, st.summary.to_seq)
+            gaps = _subtract(span, union)
+            fresh = st.count if gaps == [span] else self._count_turns(thread_id, gaps)
+            if fresh == 0:
+                continue  # already covered by a newer choice, or nothing stored in it
+            chosen.append(summary_view(st.summary, st.count, st.ends_at, overlap=st.count - fresh))
+            union = _merge(union, span)
+            got += fresh
+        return tuple(sorted(chosen, key=lambda v: (v.from_seq, v.to_seq)))
+
+    def _count_turns(self, thread_id: str, spans: list[Span]) -> int:
+        if not spans:
+            return 0
+        rows = self.store.db.execute(
+            "SELECT count(*) FROM (SELECT seq FROM messages WHERE thread_id = ? AND kind = 'turn') m "
+            "JOIN (SELECT unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) g ON m.seq >= g.lo AND m.seq <= g.hi",
+            [thread_id, [lo for lo, _ in spans], [hi for _, hi in spans]],
+        )
+        return int(rows[0][0])
+
+    def _future_notice(self, since: datetime) -> str | None:
+        now = self.clock()
+        if since <= now:
+            return None
+        return f"{since.isoformat()} is in the future (now is {now.isoformat()}): nothing can follow it yet"
+
+
+def _whole(name: str, value: object, *, minimum: int = 0, maximum: int | None = MAX_LIMIT) -> int:
+    """A whole number in range (at most MAX_LIMIT unless told otherwise)."""
+    return whole_number(name, value, minimum=minimum, maximum=maximum, too_big=": page through instead")
+
+
+def _ratio(value: object) -> float:
+    """A share of the window: 2 or -1 is a mistake to report, not to clamp silently."""
+    return check_unit_interval("before_ratio", value)
+
+
+def _moment(timestamp: str | datetime, user: User) -> datetime:
+    # parse_timestamp raises InvalidTimestampError listing the accepted forms with examples.
+    return parse_timestamp(timestamp, zone(user.timezone))
+
+
+def _continue_hint(since: datetime, next_seq: int) -> str:
+    return (f"more turns follow: call turns_since again with timestamp '{since.isoformat()}', "
+            f"from_seq={next_seq} and include_summaries=false")
+
+
+def _short_notice(got_before: int, want_before: int, got_after: int, want_after: int) -> str | None:
+    parts = []
+    if got_before < want_before:
+        parts.append(f"only {got_before} of {want_before} turns exist before the moment")
+    if got_after < want_after:
+        parts.append(f"only {got_after} of {want_after} turns exist at or after it")
+    return "; ".join(parts) + " (the other side is not topped up)" if parts else None
+
+
+def _offset(content: str, text: str) -> int:
+    """Where `text` first occurs in `content`, ignoring case (0 if only the database's folding matched)."""
+    match = re.search(re.escape(text), content, re.IGNORECASE)
+    if match:
+        return match.start()
+    return max(content.lower().find(text.lower()), 0)
+
+
+def _subtract(span: Span, union: list[Span]) -> list[Span]:
+    """The parts of `span` outside `union` (sorted, disjoint, inclusive bounds)."""
+    lo, hi = span
+    gaps: list[Span] = []
+    for a, b in union:
+        if b < lo:
+            continue
+        if a > hi:
+            break
+        if a > lo:
+            gaps.append((lo, a - 1))
+        lo = b + 1
+    if lo <= hi:
+        gaps.append((lo, hi))
+    return gaps
+
+
+def _merge(union: list[Span], span: Span) -> list[Span]:
+    merged: list[Span] = []
+    for a, b in sorted([*union, span]):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged

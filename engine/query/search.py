@@ -1,0 +1,333 @@
+"""conversation.search: windows from BM25 and HNSW, fused; their messages scored; summaries merged.
+
+Every query is scoped to one user's shard; filters become seq intervals applied before any
+top-k cut; each list is taken `max(candidate_depth, 5 x limit)` deep so fusion has room. The
+best windows are expanded into their messages, and each message is scored on its own line, its
+window and the summary covering it (`engine.query.ranking.message_scores`): ranking messages rather
+than citing one per window finds the turn that answers, not only the stretch that holds it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.query.candidates import MessageCandidates, expand_to_messages, window_candidates
+from engine.query.citation import make_snippet
+from engine.config import Settings
+from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.text_rules import check_text, check_unit_interval
+from engine.query.filters import SearchFilters, seq_intervals
+from engine.models import Summary, day_segment_id
+from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_named_speakers, fuse, lift_replies,
+                            merge_summaries_first, message_scores, names_speaker, own_lexical, own_scores, passes_floor,
+                            tie_break_key)
+from engine.query.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
+from engine.query.summary_index import Coverage, Spans, SummaryIndex
+from engine.validation import whole_number
+from indexers.embedders import DeadlineEmbedder
+from indexers.pipeline import IndexPipeline
+from indexers.chunking import Chunk
+from indexers.message_table import MessageCard
+from indexers.shard import Shard
+
+__all__ = ["Searcher"]
+
+KINDS = ("summary", "message")
+_WORD = re.compile(r"\w+")
+# Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
+WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
+EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
+# idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+IDF_FLOOR = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    text: str
+    tokens: list[str]
+    vector: np.ndarray | None
+    mode: SearchMode
+    fusion: str
+
+
+class Searcher:
+    def __init__(self, pipeline: IndexPipeline, summaries: SummaryIndex, settings: Settings, *,
+                 clock: Callable[[], datetime], query_embedder: DeadlineEmbedder | None) -> None:
+        self.pipeline = pipeline
+        self.store = pipeline.store
+        self.summaries = summaries
+        self.settings = settings
+        self.clock = clock
+        self.query_embedder = query_embedder
+
+    def search(self, user_id: str, query: str, *, day=None, recency_days=None, start=None, end=None,
+               limit: int = 6, min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
+               mode: SearchMode | None = None, fusion: str | None = None, penalty: bool = True,
+               summary_context: bool = True) -> SearchResponse:
+        """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
+        began = time.perf_counter()
+        text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
+        if min_score is not None:
+            min_score = check_unit_interval("min_score", min_score)
+        user = self.store.get_user(user_id)
+        filters = SearchFilters.parse(timezone=user.timezone, now=self.clock(), day=day,
+                                      recency_days=recency_days, start=start, end=end)
+        intervals = seq_intervals(self.store, user_id, filters)
+        shard = self.pipeline.shard(user_id)
+        q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
+        wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
+        scored = self._scored_summaries(user_id, q, intervals) if "summary" in kinds or wants_context else None
+        messages = (self._message_hits(user_id, shard, q, intervals, limit, penalty, scored if wants_context else None)
+                    if "message" in kinds else [])
+        floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
+        summaries = self._summary_hits(scored, q, limit, floor_of, shard) if "summary" in kinds else []
+        summaries = [h for h in summaries if passes_floor(h.parts, min_score)]
+        merged = (merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=self.settings.max_summary_results)
+                  if "message" in kinds else summaries[:limit])  # summaries alone: up to `limit` of them
+        results = tuple(h if explain else replace(h, parts=None) for h in merged)
+        pending = self.pipeline.pending_vector_messages(user_id)
+        return SearchResponse(
+            query=text, results=results, mode=q.mode, not_vector_indexed=pending,
+            took_ms=round((time.perf_counter() - began) * 1000, 2),
+            notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
+        )
+
+    # Query ----------------------------------------------------------------------------------
+    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
+        tokens = shard.tokenizer.tokenize(text)
+        if mode not in (None, "hybrid", "lexical", "vector"):
+            raise InvalidInputError(f"mode must be hybrid, lexical or vector, got {mode!r}")
+        if mode == "lexical":
+            return _Query(text, tokens, None, "lexical", fusion), None
+        vector, notice = self._embed_query(text, shard)
+        if vector is None:
+            return _Query(text, tokens, None, "lexical", fusion), notice
+        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
+
+    def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
+        if self.query_embedder is None:
+            return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
+        try:
+            return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
+        except EmbeddingUnavailableError as exc:
+            return None, f"lexical search only: {exc.message}"
+
+    # Messages -------------------------------------------------------------------------------
+    def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
+                      summaries: "_ScoredSummaries | None") -> list[SearchHit]:
+        """Messages of the best windows, each scored on its own line, its window and its summary."""
+        depth = max(self.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
+        with shard.lock:
+            found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
+            if not len(found.labels):
+                return []
+            fused = self._fuse(found.raw, found.matched, found.cosine, q)
+            order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+            idf = {t: max(shard.bm25.max_score([t]), 0.0) + IDF_FLOOR for t in set(q.tokens)}
+            messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
+        if not messages.message_ids:
+            return []
+        window = fused.fused[messages.windows]
+        own = own_scores(_own_cosines(messages, found.cosine), messages.shared, mode=q.mode,
+                         vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
+        seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
+        summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
+                   else np.full(len(seqs), np.nan))
+        scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
+                                summary_weight=self.settings.summary_context_weight,
+                                context_cap=self.settings.message_context_cap)
+        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
+        scores = self._turn_rules(scores, cards, q.text)
+        # context ranks a message but never makes it a hit: it must match on its own line too
+        best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
+        coverage = self.summaries.coverage(user_id)
+        lexical = own_lexical(messages.shared)
+        hits = []
+        for i in best:
+            chunk, line, card = messages.chunks[i], messages.lines[i], cards[i]
+            if card is None:  # deleted since the shard was read
+                continue
+            parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
+                            own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
+                            own_lexical=float(lexical[i]))
+            text = _without_label(chunk.message_lines()[line], card.label)
+            hits.append(self._hit(card, text, chunk, parts, coverage, penalty, q))
+        hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
+        return hits[:limit]
+
+    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
+        """The rules between turns: replies lifted by the match before them, then a named participant's turns
+        favoured (a reply weighs as its own speaker's turn: lifted the other way round, every reply to the
+        named participant outranked the rest, which LOO rejected)."""
+        at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
+        previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
+                            dtype=np.int64)
+        scores = lift_replies(scores, previous, lift=self.settings.reply_lift)
+        words = frozenset(_WORD.findall(text.casefold()))
+        named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
+        return favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
+
+    def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
+             q: _Query) -> SearchHit:
+        is_covered = coverage.covers(card.thread_id, card.seq)
+        parts = replace(parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
+        return SearchHit(
+            kind="message", score=round(parts.final, 6), thread_id=card.thread_id, day_label=card.day_label,
+            day_segment_id=day_segment_id(card.thread_id, card.day_label),
+            snippet=make_snippet(text, q.text.split() + q.tokens), covered_by_summary=is_covered,
+            from_seq=chunk.from_seq, to_seq=chunk.to_seq, message_id=card.message_id, seq=card.seq,
+            created_at=card.created_at, role=card.role, speaker=card.speaker,
+            first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1], parts=parts,
+        )
+
+    def _fuse(self, raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, q: _Query) -> FusedScores:
+        return fuse(raw, matched, cosine, mode=q.mode, fusion=q.fusion, vector_weight=self.settings.vector_weight,
+                    lexical_weight=self.settings.lexical_weight, rrf_k=self.settings.rrf_k)
+
+    # Summaries ------------------------------------------------------------------------------
+    def _scored_summaries(self, user_id: str, q: _Query, intervals) -> "_ScoredSummaries | None":
+        """Every summary the filters allow, fused like windows: hits, and context for messages."""
+        matches = self.summaries.match(user_id, q.tokens, q.vector, intervals)
+        if not matches.summaries:
+            return None
+        fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q)
+        return _ScoredSummaries(matches.summaries, fused, matches.spans)
+
+    @staticmethod
+    def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
+                      messages: list[SearchHit], shard: Shard) -> list[SearchHit]:
+        if summaries is None:
+            return []
+        # A summary leads only if it would have earned a place among the messages on its own score.
+        bar = messages[min(limit, len(messages)) - 1].score if messages else 0.0
+        fused = summaries.scores.fused
+        leading = np.flatnonzero((fused > 0) & (fused >= bar))
+        # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show
+        days = np.array([d.toordinal() if (d := summaries.summaries[i].day_label) else 0 for i in leading])
+        ranked = leading[np.lexsort((-summaries.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
+        best = _distinct_spans([summaries.summaries[i] for i in ranked], ranked, limit)
+        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q, shard) for i in best]
+        hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
+        return hits
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoredSummaries:
+    """The summaries the filters allow, their fused scores, and their spans as arrays."""
+
+    summaries: tuple[Summary, ...]
+    scores: FusedScores
+    spans: Spans
+
+    def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
+        """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
+        out = np.full(len(seqs), np.nan)
+        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
+        for thread in set(thread_ids):  # a user has few threads: one broadcast per thread
+            rows, mine = self.spans.threads == thread, threads == thread
+            inside = (seqs_arr[mine, None] >= self.spans.starts[rows]) & (seqs_arr[mine, None] <= self.spans.ends[rows])
+            best = np.where(inside, self.scores.fused[rows], -np.inf).max(axis=1, initial=-np.inf)
+            out[mine] = np.where(np.isfinite(best), best, np.nan)
+        return out
+
+
+NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing
+
+
+def _distinct_spans(ranked: Sequence[Summary], rows: np.ndarray, limit: int) -> list[int]:
+    """Up to `limit` rows, best first, none over nearly the same span as another (overlap over union
+    >= NEAR_SAME_SPAN): of such a pair (a conversation and its day) the shorter span, the more specific
+    one, shows, in the better one's place."""
+    kept: list[tuple[Summary, int]] = []
+    for summary, row in zip(ranked, rows):
+        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(summary, other)), None)
+        if twin is None:
+            if len(kept) < limit:
+                kept.append((summary, int(row)))
+        elif _span(summary) < _span(kept[twin][0]):
+            kept[twin] = (summary, int(row))
+    return [row for _, row in kept]
+
+
+def _span(summary: Summary) -> int:
+    return summary.to_seq - summary.from_seq + 1
+
+
+def _near_same(a: Summary, b: Summary) -> bool:
+    if a.thread_id != b.thread_id:
+        return False
+    overlap = min(a.to_seq, b.to_seq) - max(a.from_seq, b.from_seq) + 1
+    return overlap > 0 and overlap / (max(a.to_seq, b.to_seq) - min(a.from_seq, b.from_seq) + 1) >= NEAR_SAME_SPAN
+
+
+def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query, shard: Shard) -> SearchHit:
+    """A summary hit with its day (a conversation summary: the day it started) and its time span."""
+    first, last = shard.messages.get(summary.thread_id, summary.from_seq), shard.messages.get(summary.thread_id,
+                                                                                              summary.to_seq)
+    day = summary.day_label or (first.day_label if first else None)
+    return SearchHit(
+        kind="summary", score=round(parts.final, 6), thread_id=summary.thread_id, day_label=day,
+        day_segment_id=day_segment_id(summary.thread_id, day) if day else None,
+        snippet=make_snippet(summary.markdown, q.text.split() + q.tokens), covered_by_summary=False,
+        from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
+        summary_kind=summary.kind, parts=parts, started_at=first.created_at if first else None,
+        ended_at=last.created_at if last else None,
+    )
+
+
+def _own_cosines(messages: MessageCandidates, window_cosine: np.ndarray | None) -> np.ndarray:
+    """Each message's cosine; a window holding one message alone (a piece of a long tool output)
+    is that message's own line, so its cosine counts for the message when it is higher."""
+    if window_cosine is None:
+        return messages.cosine
+    alone = np.array([len(c.message_ids) == 1 for c in messages.chunks], dtype=bool)
+    piece = np.where(alone, window_cosine[messages.windows], np.nan)
+    return np.where(np.isnan(messages.cosine), piece, np.fmax(messages.cosine, piece))
+
+
+def _without_label(line: str, label: str) -> str:
+    """A window line without its "Speaker: " prefix: the message's indexed text, for the snippet."""
+    prefix = f"{label}: "
+    return line[len(prefix):] if line.startswith(prefix) else line
+
+
+def _pending_notice(notice: str | None, pending: int, user_id: str, ran: str, asked: str | None,
+                    embedder: bool) -> str | None:
+    """Say when messages were matched by keywords only because their vectors are pending, and what to run."""
+    if notice is not None or not pending or not embedder or asked == "lexical":
+        return notice
+    fix = (f"a running `convsearch serve` embeds them within seconds; otherwise run `convsearch index --user {user_id}` "
+           "(or POST /api/index)")
+    if ran == "lexical":
+        return f"lexical search only: none of the {pending} messages has a vector yet; {fix}"
+    return f"{pending} messages have no vector yet and were matched by keywords only; {fix}"
+
+
+def _check_query(query: object) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query is empty: give a few words to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInputError(f"query is {len(query)} characters; the maximum is {MAX_QUERY_CHARS}: shorten it")
+    return check_text("query", query.strip())
+
+
+def _check_limit(limit: object) -> int:
+    low, high = LIMIT_RANGE
+    return whole_number("limit", limit, minimum=low, maximum=high)
+
+
+def _check_kinds(kinds: object) -> tuple[str, ...]:
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    chosen = tuple(kinds) if isinstance(kinds, (list, tuple)) else ()
+    if not chosen or any(k not in KINDS for k in chosen):
+        raise InvalidInputError(f"kinds must be a non-empty subset of {KINDS}, got {kinds!r}")
+    return chosen

@@ -1,0 +1,50 @@
+"""What conversation.search returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal
+
+from engine.query.ranking import ScoreParts
+
+__all__ = ["SearchHit", "SearchResponse", "SearchMode", "LIMIT_RANGE", "MAX_QUERY_CHARS"]
+
+SearchMode = Literal["hybrid", "lexical", "vector"]
+LIMIT_RANGE = (1, 20)
+MAX_QUERY_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    kind: Literal["summary", "message"]
+    score: float
+    thread_id: str
+    day_label: date | None
+    day_segment_id: str | None
+    snippet: str
+    covered_by_summary: bool
+    from_seq: int
+    to_seq: int
+    message_id: str | None = None  # the message to cite: the best match of its window
+    seq: int | None = None
+    created_at: datetime | None = None
+    role: str | None = None
+    speaker: str | None = None
+    first_message_id: str | None = None  # the window's first and last messages
+    last_message_id: str | None = None
+    summary_id: str | None = None
+    summary_kind: str | None = None
+    parts: ScoreParts | None = None  # only with explain=True
+    started_at: datetime | None = None  # summary hits: when the first and last messages they cover were written
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    query: str
+    results: tuple[SearchHit, ...]
+    mode: SearchMode
+    not_vector_indexed: int  # messages found lexically but not yet in the vector index
+    took_ms: float
+    notice: str | None = None  # e.g. why the search fell back to lexical

@@ -1,0 +1,268 @@
+"""The store: users, threads and messages in one DuckDB file (messages are the source of truth).
+
+Every read that takes a `user_id` is scoped to that user: an id of another user's thread or
+message is answered exactly like an unknown id, so nothing leaks across tenants.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+
+from engine.store.db import Database
+from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadError, UnknownUserError
+from engine.models import Message, Thread, User
+from engine.store.rows import MESSAGE_COLUMNS, message_from_row, naive_utc, thread_from_row, user_from_row
+from engine.store.timeline import Timeline
+from engine.timeutil import utcnow, zone
+
+__all__ = ["Store", "STORE_FILENAME", "continuous_thread_id"]
+
+STORE_FILENAME = "convsearch.duckdb"
+
+_MESSAGE_SCHEMA = pa.schema([
+    ("message_id", pa.string()), ("thread_id", pa.string()), ("user_id", pa.string()),
+    ("seq", pa.int64()), ("role", pa.string()), ("content", pa.string()),
+    ("created_at", pa.timestamp("us")), ("day_label", pa.date32()), ("conversation_id", pa.string()),
+    ("speaker", pa.string()), ("tools_used", pa.list_(pa.string())), ("metadata", pa.string()),
+    ("external_id", pa.string()), ("kind", pa.string()),
+])
+
+
+def continuous_thread_id(user_id: str) -> str:
+    """Each user has one continuous thread, addressable without a lookup."""
+    return f"{user_id}:continuous"
+
+
+class Store:
+    """Users, threads and messages; conversations, days and summaries live in `self.timeline`."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.db = Database(path)
+        self.timeline = Timeline(self.db)
+        self._users: dict[str, User] = {}  # users never change once created; deletion evicts
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Users -----------------------------------------------------------------------------------
+    def ensure_user(self, user_id: str, timezone: str | None = None) -> User:
+        """The user, created with `timezone` (default UTC) when new; an existing user keeps its zone."""
+        _check_id("user_id", user_id)
+        if timezone is not None:
+            zone(timezone)
+        rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
+        if rows:
+            return user_from_row(rows[0])
+        self.db.execute("INSERT INTO users VALUES (?, ?, ?)", [user_id, timezone or "UTC", naive_utc(utcnow())])
+        return self.get_user(user_id)
+
+    def get_user(self, user_id: str) -> User:
+        if not isinstance(user_id, str):
+            raise InvalidInputError(f"user_id must be a string, got {type(user_id).__name__}")
+        if user_id in self._users:
+            return self._users[user_id]
+        rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
+        if not rows:
+            raise UnknownUserError(f"unknown user {user_id!r}: create it first (ensure_user or `convsearch ingest --user`)")
+        user = self._users[user_id] = user_from_row(rows[0])
+        return user
+
+    def forget_cached_user(self, user_id: str) -> None:
+        self._users.pop(user_id, None)
+
+    def list_users(self) -> list[User]:
+        return [user_from_row(r) for r in self.db.execute("SELECT user_id, timezone, created_at FROM users ORDER BY user_id")]
+
+    # Threads ---------------------------------------------------------------------------------
+    def continuous_thread(self, user_id: str) -> Thread:
+        """The user's one continuous thread, created on first use."""
+        self.get_user(user_id)
+        thread_id = continuous_thread_id(user_id)
+        if not self.db.execute("SELECT 1 FROM threads WHERE thread_id = ?", [thread_id]):
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
+        return self.get_thread(thread_id, user_id=user_id)
+
+    def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
+        """A plain (non-continuous) thread of the user, created when new."""
+        _check_id("thread_id", thread_id)
+        self.get_user(user_id)
+        rows = self.db.execute("SELECT user_id FROM threads WHERE thread_id = ?", [thread_id])
+        if rows and rows[0][0] != user_id:
+            raise InvalidInputError(f"thread id {thread_id!r} is taken: choose another thread id")
+        if not rows:
+            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                            "VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
+        return self.get_thread(thread_id, user_id=user_id)
+
+    def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:
+        rows = self.db.execute("SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE thread_id = ?", [thread_id])
+        if not rows or (user_id is not None and rows[0][1] != user_id):
+            raise UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with `convsearch stats`")
+        return thread_from_row(rows[0])
+
+    def threads_of(self, user_id: str) -> list[Thread]:
+        rows = self.db.execute(
+            "SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE user_id = ? ORDER BY created_at, thread_id",
+            [user_id],
+        )
+        return [thread_from_row(r) for r in rows]
+
+    def thread_tail(self, thread_id: str) -> tuple[int, datetime | None]:
+        """(highest seq ever given, last created_at) of the thread; (0, None) when empty."""
+        rows = self.db.execute(
+            "SELECT t.last_seq, (SELECT max(created_at) FROM messages m WHERE m.thread_id = t.thread_id) "
+            "FROM threads t WHERE t.thread_id = ?", [thread_id])
+        if not rows:
+            return 0, None
+        return int(rows[0][0] or 0), rows[0][1]
+
+    def advance_thread(self, thread_id: str, last_seq: int) -> None:
+        self.db.execute("UPDATE threads SET last_seq = greatest(last_seq, ?) WHERE thread_id = ?", [last_seq, thread_id])
+
+    # Messages --------------------------------------------------------------------------------
+    def insert_messages(self, messages: Sequence[Message]) -> None:
+        """Append a batch in one Arrow insert (callers hold the transaction)."""
+        columns: dict[str, list[Any]] = {name: [] for name in _MESSAGE_SCHEMA.names}
+        try:
+            for m in messages:
+                for name, value in (
+                    ("message_id", m.message_id), ("thread_id", m.thread_id), ("user_id", m.user_id),
+                    ("seq", m.seq), ("role", m.role), ("content", m.content),
+                    ("created_at", naive_utc(m.created_at)), ("day_label", m.day_label),
+                    ("conversation_id", m.conversation_id), ("speaker", m.speaker),
+                    ("tools_used", list(m.tools_used)),
+                    ("metadata", json.dumps(dict(m.metadata), ensure_ascii=False, default=str) if m.metadata else None),
+                    ("external_id", m.external_id), ("kind", m.kind),
+                ):
+                    columns[name].append(value)
+            table = pa.table(columns, schema=_MESSAGE_SCHEMA)
+        except (TypeError, ValueError, pa.ArrowException) as exc:  # UnicodeEncodeError is a ValueError
+            # a field of the wrong type (a number as speaker) or text that is not Unicode (a lone surrogate)
+            raise InvalidInputError(f"a message field cannot be stored ({str(exc)[:200]}): fields must be strings "
+                                    "of valid Unicode, tools_used a list of names, metadata an object") from None
+        self.db.insert_arrow("messages", table)
+
+    def get_message(self, message_id: str, *, user_id: str | None = None) -> Message:
+        rows = self.db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ?", [message_id])
+        if not rows or (user_id is not None and rows[0][2] != user_id):
+            raise UnknownMessageError(f"unknown message {message_id!r}: message ids come from search results")
+        return message_from_row(rows[0])
+
+    def messages_by_ids(self, message_ids: Sequence[str], *, user_id: str) -> list[Message]:
+        """The user's messages among `message_ids`, in thread and seq order (unknown ids skipped)."""
+        rows = self.db.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND list_contains(?, message_id) ORDER BY thread_id, seq",
+            [user_id, list(message_ids)],
+        )
+        return [message_from_row(r) for r in rows]
+
+    def message_metadata(self, user_id: str) -> pa.Table:
+        """What a search shows of each of the user's messages, without their text: one query, as Arrow
+        (the shard's message table loads it vectorised). created_at stays naive UTC, as stored."""
+        return self.db.fetch_arrow(
+            "SELECT thread_id, seq, message_id, created_at, day_label, role, speaker, tools_used "
+            "FROM messages WHERE user_id = ?", [user_id])
+
+    def messages_arrow(self, user_id: str) -> pa.Table:
+        """Every message of the user, by thread and seq, as one Arrow table: what a distributed
+        reindex reads once and ships to workers that never open the store (`rows.messages_from_arrow`)."""
+        return self.db.fetch_arrow(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? ORDER BY thread_id, seq", [user_id])
+
+    def messages_in_range(self, thread_id: str, start_seq: int, end_seq: int | None = None, *,
+                          limit: int | None = None, include_notes: bool = True) -> list[Message]:
+        """Messages with start_seq <= seq < end_seq (end None: to the end), in order."""
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND seq >= ?"
+        params: list[object] = [thread_id, start_seq]
+        if end_seq is not None:
+            sql += " AND seq < ?"
+            params.append(end_seq)
+        if not include_notes:
+            sql += " AND kind = 'turn'"
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [message_from_row(r) for r in self.db.execute(sql, params)]
+
+    def substring_search(self, thread_id: str, needle: str, *, limit: int = 100) -> list[Message]:
+        """Case-insensitive substring match; the needle is a parameter, never a pattern."""
+        rows = self.db.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND strpos(lower(content), lower(?)) > 0 "
+            "ORDER BY seq LIMIT ?",
+            [thread_id, needle, limit],
+        )
+        return [message_from_row(r) for r in rows]
+
+    def existing_message_ids(self, message_ids: Iterable[str]) -> dict[str, str]:
+        """message_id -> user_id for the ids already stored."""
+        ids = list(message_ids)
+        if not ids:
+            return {}
+        rows = self.db.execute("SELECT message_id, user_id FROM messages WHERE list_contains(?, message_id)", [ids])
+        return dict(rows)
+
+    def stored_contents(self, thread_id: str, message_ids: Sequence[str],
+                        external_ids: Sequence[str]) -> dict[str, tuple[str, int, str]]:
+        """message_id and external_id -> (message_id, seq, content) of the thread's messages among those ids."""
+        rows = self.db.execute(
+            "SELECT message_id, external_id, seq, content FROM messages WHERE thread_id = ? "
+            "AND (list_contains(?, message_id) OR list_contains(?, external_id))",
+            [thread_id, list(message_ids), list(external_ids)])
+        found: dict[str, tuple[str, int, str]] = {}
+        for message_id, external_id, seq, content in rows:
+            found[message_id] = (message_id, int(seq), content)
+            if external_id:
+                found[external_id] = (message_id, int(seq), content)
+        return found
+
+    def replace_content(self, message_id: str, content: str) -> None:
+        """A re-imported message's new text (same id, seq and time); the caller re-indexes it."""
+        self.db.execute("UPDATE messages SET content = ? WHERE message_id = ?", [content, message_id])
+
+    def existing_external_ids(self, thread_id: str, external_ids: Iterable[str]) -> set[str]:
+        ids = [e for e in external_ids if e]
+        if not ids:
+            return set()
+        rows = self.db.execute(
+            "SELECT external_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)", [thread_id, ids]
+        )
+        return {r[0] for r in rows}
+
+    def delete_messages(self, message_ids: Sequence[str]) -> None:
+        """Remove messages (callers also fix derived records: see engine.deletion)."""
+        if message_ids:
+            self.db.execute("DELETE FROM messages WHERE list_contains(?, message_id)", [list(message_ids)])
+
+    # Stats -----------------------------------------------------------------------------------
+    def message_count(self, thread_id: str) -> int:
+        """Turns stored in the thread (engine notes not counted)."""
+        rows = self.db.execute("SELECT count(*) FROM messages WHERE thread_id = ? AND kind = 'turn'", [thread_id])
+        return int(rows[0][0])
+
+    def stats(self, user_id: str | None = None) -> dict[str, int]:
+        """Row counts per table, optionally for one user."""
+        counts: dict[str, int] = {}
+        for table in ("users", "threads", "messages", "conversations", "day_segments", "summaries"):
+            if user_id is None:
+                counts[table] = int(self.db.execute(f"SELECT count(*) FROM {table}")[0][0])
+            else:
+                counts[table] = int(self.db.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", [user_id])[0][0])
+        return counts
+
+
+def _check_id(name: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip() or len(value) > 256 or any(ord(c) < 32 for c in value):
+        raise InvalidInputError(f"{name} must be a non-empty string of at most 256 printable characters, got {value!r}")

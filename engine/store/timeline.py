@@ -1,0 +1,223 @@
+"""Conversations, day segments and summaries: the records that give a thread its shape in time."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from engine.store.db import Database
+from engine.errors import UnknownConversationError, UnknownDaySegmentError
+from engine.models import Conversation, DaySegment, Summary, day_segment_id
+from engine.store.rows import (
+    CONVERSATION_COLUMNS,
+    DAY_SEGMENT_COLUMNS,
+    SUMMARY_COLUMNS,
+    conversation_from_row,
+    day_segment_from_row,
+    naive_utc,
+    summary_from_row,
+)
+
+__all__ = ["Timeline", "conversation_id_for"]
+
+
+def conversation_id_for(thread_id: str, ordinal: int) -> str:
+    return f"{thread_id}:conv:{ordinal}"
+
+
+class Timeline:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Bumped by every summary write, so in-memory summary indexes know when to rebuild
+        # without asking the database on each search.
+        self.revision = 0
+
+    # Conversations ---------------------------------------------------------------------------
+    def last_conversation(self, thread_id: str) -> tuple[Conversation, int] | None:
+        """The thread's latest conversation with its ordinal."""
+        rows = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS}, ordinal FROM conversations WHERE thread_id = ? ORDER BY ordinal DESC LIMIT 1",
+            [thread_id],
+        )
+        return (conversation_from_row(rows[0][:-1]), int(rows[0][-1])) if rows else None
+
+    def insert_conversations(self, rows: Sequence[tuple]) -> None:
+        """New conversations in one insert: (id, thread, user, ordinal, started_at, last_message_at,
+        first_seq, last_seq, ended_at, end_reason)."""
+        names = ("conversation_id", "thread_id", "user_id", "ordinal", "started_at", "last_message_at",
+                 "first_seq", "last_seq", "ended_at", "end_reason")
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
+        types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.timestamp("us"), pa.timestamp("us"),
+                 pa.int64(), pa.int64(), pa.timestamp("us"), pa.string())
+        times = {"started_at", "last_message_at", "ended_at"}
+        self.db.insert_arrow("conversations", pa.table({
+            name: pa.array([naive_utc(v) if name in times and v is not None else v for v in column], type=kind)
+            for name, column, kind in zip(names, columns, types)
+        }))
+
+    def extend_conversation(self, conversation_id: str, last_seq: int, at: datetime) -> None:
+        self.db.execute(
+            "UPDATE conversations SET last_seq = ?, last_message_at = ? WHERE conversation_id = ?",
+            [last_seq, naive_utc(at), conversation_id],
+        )
+
+    def end_conversation(self, conversation_id: str, ended_at: datetime, reason: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET ended_at = ?, end_reason = ? WHERE conversation_id = ? AND ended_at IS NULL",
+            [naive_utc(ended_at), reason, conversation_id],
+        )
+
+    def set_conversation_summary(self, conversation_id: str, title: str, summary: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET title = ?, summary = ? WHERE conversation_id = ?", [title, summary, conversation_id]
+        )
+
+    def get_conversation(self, conversation_id: str, *, user_id: str) -> Conversation:
+        rows = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation_id = ? AND user_id = ?",
+            [conversation_id, user_id],
+        )
+        if not rows:
+            raise UnknownConversationError(
+                f"unknown conversation {conversation_id!r}: list recent conversations to get valid ids"
+            )
+        return conversation_from_row(rows[0])
+
+    def conversations(self, thread_id: str, *, limit: int | None = None, ended_only: bool = False) -> list[Conversation]:
+        """The thread's conversations, newest first."""
+        sql = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE thread_id = ?"
+        sql += " AND ended_at IS NOT NULL" if ended_only else ""
+        sql += " ORDER BY ordinal DESC" + (" LIMIT ?" if limit is not None else "")
+        params: list[object] = [thread_id] + ([limit] if limit is not None else [])
+        return [conversation_from_row(r) for r in self.db.execute(sql, params)]
+
+    def refresh_conversation_bounds(self, thread_id: str) -> None:
+        """After deletions: shrink conversations to their remaining messages, drop empty ones."""
+        self.db.execute(
+            "DELETE FROM conversations WHERE thread_id = ? AND conversation_id NOT IN "
+            "(SELECT DISTINCT conversation_id FROM messages WHERE thread_id = ? AND kind = 'turn')",
+            [thread_id, thread_id],
+        )
+        self.db.execute(
+            "UPDATE conversations c SET first_seq = b.lo, last_seq = b.hi, started_at = b.t0, last_message_at = b.t1 "
+            "FROM (SELECT conversation_id, min(seq) AS lo, max(seq) AS hi, min(created_at) AS t0, max(created_at) AS t1 "
+            "FROM messages WHERE thread_id = ? AND kind = 'turn' GROUP BY conversation_id) b "
+            "WHERE c.conversation_id = b.conversation_id",
+            [thread_id],
+        )
+
+    # Day segments ----------------------------------------------------------------------------
+    def touch_days(self, user_id: str, thread_id: str, spans: Mapping[date, tuple[int, int]], at: datetime) -> list[date]:
+        """Open each day's segment or extend it to its new last seq; returns the days that opened."""
+        if not spans:
+            return []
+        known = {r[0] for r in self.db.execute(
+            "SELECT day_label FROM day_segments WHERE thread_id = ? AND list_contains(?, day_label)",
+            [thread_id, list(spans)],
+        )}
+        for day in known:  # at most the day the thread was already in
+            self.db.execute("UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ?",
+                            [spans[day][1], day_segment_id(thread_id, day)])
+        fresh = sorted(set(spans) - known)
+        self.db.insert_arrow("day_segments", pa.table({
+            "day_segment_id": [day_segment_id(thread_id, d) for d in fresh], "user_id": [user_id] * len(fresh),
+            "thread_id": [thread_id] * len(fresh), "day_label": pa.array(fresh, type=pa.date32()),
+            "starts_at_seq": pa.array([spans[d][0] for d in fresh], type=pa.int64()),
+            "ends_at_seq": pa.array([spans[d][1] for d in fresh], type=pa.int64()),
+            "updated_at": pa.array([naive_utc(at)] * len(fresh), type=pa.timestamp("us")),
+        }))
+        return fresh
+
+    def touch_day(self, user_id: str, thread_id: str, day_label: date, first_seq: int, last_seq: int, at: datetime) -> bool:
+        """One day's segment opened or extended; True when it opened."""
+        return bool(self.touch_days(user_id, thread_id, {day_label: (first_seq, last_seq)}, at))
+
+    def get_day_segment(self, segment_id: str, *, user_id: str) -> DaySegment:
+        rows = self.db.execute(
+            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE day_segment_id = ? AND user_id = ?",
+            [segment_id, user_id],
+        )
+        if not rows:
+            raise UnknownDaySegmentError(
+                f"unknown day segment {segment_id!r}: day segment ids come from search results"
+            )
+        return day_segment_from_row(rows[0])
+
+    def day_segments(self, thread_id: str) -> list[DaySegment]:
+        rows = self.db.execute(
+            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id]
+        )
+        return [day_segment_from_row(r) for r in rows]
+
+    def clear_day_summaries(self, thread_id: str, day_labels: Sequence[date]) -> None:
+        """Forget day summaries that may quote deleted messages (they are rebuilt when the day updates)."""
+        self.revision += 1
+        self.db.execute(
+            "UPDATE day_segments SET summary_markdown = NULL WHERE thread_id = ? AND list_contains(?, day_label)",
+            [thread_id, list(day_labels)],
+        )
+
+    def set_day_summary(self, segment_id: str, markdown: str | None, at: datetime) -> None:
+        self.revision += 1
+        self.db.execute(
+            "UPDATE day_segments SET summary_markdown = ?, updated_at = ? WHERE day_segment_id = ?",
+            [markdown, naive_utc(at), segment_id],
+        )
+
+    def refresh_day_bounds(self, thread_id: str) -> None:
+        """After deletions: shrink day segments to their remaining messages, drop empty ones."""
+        self.db.execute(
+            "DELETE FROM day_segments WHERE thread_id = ? AND day_label NOT IN "
+            "(SELECT DISTINCT day_label FROM messages WHERE thread_id = ?)",
+            [thread_id, thread_id],
+        )
+        self.db.execute(
+            "UPDATE day_segments d SET starts_at_seq = b.lo, ends_at_seq = b.hi FROM "
+            "(SELECT day_label, min(seq) AS lo, max(seq) AS hi FROM messages WHERE thread_id = ? GROUP BY day_label) b "
+            "WHERE d.thread_id = ? AND d.day_label = b.day_label",
+            [thread_id, thread_id],
+        )
+
+    # Summaries -------------------------------------------------------------------------------
+    def upsert_summary(self, summary: Summary) -> None:
+        self.revision += 1
+        self.db.execute("DELETE FROM summaries WHERE summary_id = ?", [summary.summary_id])
+        self.db.execute(
+            f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [summary.summary_id, summary.thread_id, summary.user_id, summary.kind, summary.from_seq,
+             summary.to_seq, summary.markdown, naive_utc(summary.created_at), naive_utc(summary.updated_at),
+             summary.day_label, summary.conversation_id, summary.title, summary.message_count],
+        )
+
+    def summaries(self, thread_id: str, *, kinds: Sequence[str] | None = None) -> list[Summary]:
+        """The thread's summaries ordered by the span they cover."""
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE thread_id = ?"
+        params: list[object] = [thread_id]
+        if kinds:
+            sql += " AND list_contains(?, kind)"
+            params.append(list(kinds))
+        return [summary_from_row(r) for r in self.db.execute(sql + " ORDER BY from_seq, to_seq, summary_id", params)]
+
+    def summaries_of_user(self, user_id: str) -> list[Summary]:
+        rows = self.db.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE user_id = ? ORDER BY thread_id, from_seq", [user_id]
+        )
+        return [summary_from_row(r) for r in rows]
+
+    def get_summary(self, summary_id: str, *, user_id: str) -> Summary | None:
+        rows = self.db.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ? AND user_id = ?", [summary_id, user_id]
+        )
+        return summary_from_row(rows[0]) if rows else None
+
+    def delete_summaries_touching(self, thread_id: str, seqs: Sequence[int]) -> list[str]:
+        """Drop summaries whose span holds any of `seqs` (their text may quote deleted words)."""
+        self.revision += 1
+        rows = self.db.execute(
+            "DELETE FROM summaries s WHERE thread_id = ? AND EXISTS "
+            "(SELECT 1 FROM unnest(?::BIGINT[]) AS t(x) WHERE t.x BETWEEN s.from_seq AND s.to_seq) RETURNING summary_id",
+            [thread_id, list(seqs)],
+        )
+        return [r[0] for r in rows]

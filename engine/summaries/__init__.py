@@ -1,0 +1,1 @@
+"""Summaries: when days and conversations are summarised (the policy) and who writes them (the summarizers)."""

@@ -1,0 +1,375 @@
+"""Summaries of a thread: message ranges on request, days by policy, conversations when they end.
+
+Day policy: a day's summary is rewritten over the whole day so far
+- when the day closes: a later day opens, or the scheduled close (`finalize`) finds the day over
+  in the user's time zone;
+- within the day, once `day_summary_every` turns arrived since its last update, or once those
+  unsummarised turns near `day_token_budget` tokens (so the raw text a prompt would need stays bounded).
+Ended conversations get a title and summary. The live path applies it per batch (`after_ingest`);
+bulk paths (imports, backfill) apply the same rules once per day and conversation after the whole
+batch (`catch_up`), so a 10,000-message import summarises each day once, not every ten messages.
+The policy keeps no counters: "since its last update" is the day's turns with seq > the stored day
+summary's to_seq, so it survives restarts and concurrent processes. Engine notes (kind="note") are
+never summarised and never counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Callable, Sequence
+
+from engine.config import Settings
+from engine.errors import ConvsearchError, InvalidInputError
+from engine.store.ingest import Ingestor
+from engine.models import (Conversation, DaySegment, IngestResult, Message, NewMessage, Summary, SummaryKind, Thread,
+                           day_segment_id)
+from engine.store.core import Store
+from engine.summaries.summarizers import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
+from engine.summaries.retries import RetryQueue, SummaryJob
+from engine.timeutil import utcnow, zone
+from engine.query.tokens import TokenCounter
+from engine.validation import seq_range, whole_number
+
+__all__ = [
+    "SummaryService",
+    "ConversationDetail",
+    "SummarizeReport",
+    "DAY_NOTE_PREFIX",
+    "NEAR_BUDGET",
+    "day_summary_id",
+    "conversation_summary_id",
+    "range_summary_id",
+]
+
+log = logging.getLogger("convsearch.summaries")
+log.addHandler(logging.NullHandler())
+
+DAY_NOTE_PREFIX = "day summary updated: "
+NEAR_BUDGET = 0.9  # "nears the budget": update before the raw day text overflows it
+MAX_RECENT = 100
+
+
+def day_summary_id(thread_id: str, day_label: date) -> str:
+    return f"{thread_id}:sum:day:{day_label.isoformat()}"
+
+
+def conversation_summary_id(thread_id: str, conversation_id: str) -> str:
+    return f"{thread_id}:sum:conv:{conversation_id.rsplit(':', 1)[-1]}"
+
+
+def range_summary_id(thread_id: str, from_seq: int, to_seq: int) -> str:
+    return f"{thread_id}:sum:range:{from_seq}-{to_seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationDetail:
+    """A whole conversation: its record and its messages in order."""
+
+    conversation: Conversation
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizeReport:
+    """What a backfill or scheduled close did."""
+
+    users: tuple[str, ...]
+    day_summaries: int = 0
+    conversation_summaries: int = 0
+    conversations_ended: int = 0
+
+    @classmethod
+    def of(cls, users: Sequence[str], summaries: Sequence[Summary], ended: int = 0) -> "SummarizeReport":
+        kinds = [s.kind for s in summaries]
+        return cls(tuple(users), kinds.count("day"), kinds.count("conversation"), ended)
+
+
+class SummaryService:
+    def __init__(self, store: Store, summarizer: Summarizer | None, settings: Settings, *,
+                 clock: Callable[[], datetime] = utcnow, ingestor: Ingestor | None = None,
+                 counter: TokenCounter | None = None) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.settings = settings
+        self.clock = clock
+        self.ingestor = ingestor or Ingestor(
+            store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
+        self.counter = counter or TokenCounter()
+        self.retries = RetryQueue()
+
+    # On request --------------------------------------------------------------------------------
+    def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
+                                thread_id: str | None = None) -> Summary:
+        """Summarise turns with start_seq <= seq < end_seq; stored as kind="range" (to_seq = last seq included)."""
+        _check_range(start_seq, end_seq)
+        thread = self._thread(user_id, thread_id)
+        turns = self.store.messages_in_range(thread.thread_id, start_seq, end_seq, include_notes=False)
+        if not turns:
+            raise InvalidInputError(
+                f"no messages with {start_seq} <= seq < {end_seq} in thread {thread.thread_id!r}: "
+                "seqs start at 1 and end_seq is exclusive"
+            )
+        summarizer = self._require()
+        markdown = summarizer.summarize(turns)
+        title = clamp_title(summarizer.title(turns))
+        summary = self._build(range_summary_id(thread.thread_id, turns[0].seq, turns[-1].seq), user_id,
+                              "range", turns, markdown, title=title)
+        self.store.timeline.upsert_summary(summary)
+        return summary
+
+    # Day policy --------------------------------------------------------------------------------
+    def after_ingest(self, user_id: str, result: IngestResult) -> list[Summary]:
+        """Apply the day policy and summarise ended conversations; returns the summaries written."""
+        if self.summarizer is None or not result.inserted:
+            return []
+        jobs: list[SummaryJob] = []
+        segments = self.store.timeline.day_segments(result.thread_id)
+        for opened in sorted(result.opened_days):
+            before = [s for s in segments if s.day_label < opened]
+            if before and self._stale(user_id, before[-1], every=1, near_budget=False):
+                jobs.append(SummaryJob(user_id, "day", before[-1].day_segment_id, result.thread_id))
+        if segments and self._stale(user_id, segments[-1], every=self.settings.day_summary_every, near_budget=True):
+            jobs.append(SummaryJob(user_id, "day", segments[-1].day_segment_id, result.thread_id))
+        jobs += [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
+        return self._run([*self.retries.due(user_id), *jobs])
+
+    def retry_failed(self) -> list[Summary]:
+        """Retry every summary whose summarizer call failed (the server's background step calls this)."""
+        return self._run(self.retries.due()) if self.summarizer is not None else []
+
+    def retry_status(self) -> dict[str, object]:
+        return self.retries.status()
+
+    def _run(self, jobs: Sequence[SummaryJob]) -> list[Summary]:
+        """Run the jobs; a summarizer failure queues the job for a retry instead of failing the caller."""
+        written: list[Summary] = []
+        for job in dict.fromkeys(jobs):
+            try:
+                summary = self._job(job)
+            except SummarizerError as exc:
+                self.retries.failed(job, exc.message)
+                log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
+                continue
+            self.retries.succeeded(job)
+            if summary is not None:
+                written.append(summary)
+        return written
+
+    def _job(self, job: SummaryJob) -> Summary | None:
+        if job.kind == "conversation":
+            return self.summarize_conversation(job.user_id, job.target)
+        segment = next((s for s in self.store.timeline.day_segments(job.thread_id)
+                        if s.day_segment_id == job.target), None)
+        return None if segment is None else self._update_day(job.user_id, segment, "scheduled")
+
+    def _day_turns(self, segment: DaySegment, after_seq: int = 0) -> list[Message]:
+        start = max(segment.starts_at_seq, after_seq + 1)
+        return self.store.messages_in_range(segment.thread_id, start, segment.ends_at_seq + 1, include_notes=False)
+
+    def _stale(self, user_id: str, segment: DaySegment, *, every: int, near_budget: bool,
+               covered_to: int | None = None) -> bool:
+        """True when the day has at least `every` turns its summary does not cover (or they near the budget).
+
+        `covered_to` is the day summary's to_seq when the caller already read it (0: none)."""
+        if covered_to is None:
+            existing = self.store.timeline.get_summary(day_summary_id(segment.thread_id, segment.day_label),
+                                                       user_id=user_id)
+            covered_to = existing.to_seq if existing else 0
+        if segment.ends_at_seq <= covered_to:
+            return False
+        fresh = self._day_turns(segment, covered_to)
+        if len(fresh) >= every:
+            return True
+        if not near_budget or not fresh:
+            return False
+        threshold = int(NEAR_BUDGET * self.settings.day_token_budget)
+        return self.counter.count_upto("\n".join(m.content for m in fresh), threshold) >= threshold
+
+    def _update_day(self, user_id: str, segment: DaySegment, reason: str) -> Summary:
+        """Rewrite the day's summary over all its turns, mirror it on the segment and leave a note."""
+        turns = self._day_turns(segment)
+        markdown = self._require().summarize(turns)  # outside the transaction: an LLM may be slow
+        label = segment.day_label
+        summary = self._build(day_summary_id(segment.thread_id, label), user_id, "day", turns, markdown,
+                              title=f"Day summary {label.isoformat()}", day_label=label)
+        with self.store.db.transaction():
+            self.store.timeline.upsert_summary(summary)
+            self.store.timeline.set_day_summary(segment.day_segment_id, markdown, summary.updated_at)
+            self._append_note(user_id, segment.thread_id, DAY_NOTE_PREFIX + label.isoformat())
+        log.info("summary.day_updated thread_id=%s day=%s reason=%s from_seq=%d to_seq=%d messages=%d",
+                 segment.thread_id, label, reason, summary.from_seq, summary.to_seq, len(turns))
+        return summary
+
+    # Bulk paths and the scheduled close --------------------------------------------------------
+    def catch_up(self, user_id: str, thread_id: str, *, since: date | None = None,
+                 day_is_over: date | None = None) -> list[Summary]:
+        """The day policy over a whole thread at once (imports, backfill): each stale day and
+        conversation from `since` on is summarised once. A day followed by a later one is closed;
+        the last day is closed too when it is before `day_is_over` (the user's today), else it
+        follows the live rule. A day whose summary came with an import (LoCoMo) is kept."""
+        if self.summarizer is None:
+            return []
+        done = {s.day_label: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["day"])
+                if s.day_label is not None and s.summary_id == day_summary_id(thread_id, s.day_label)}
+        segments = self.store.timeline.day_segments(thread_id)
+        updated: list[Summary] = []
+        for position, segment in enumerate(segments):
+            if (since is not None and segment.day_label < since) or (
+                    segment.summary_markdown and segment.day_label not in done):
+                continue
+            closed = position < len(segments) - 1 or (day_is_over is not None and segment.day_label < day_is_over)
+            every = 1 if closed else self.settings.day_summary_every
+            if self._stale(user_id, segment, every=every, near_budget=not closed,
+                           covered_to=done.get(segment.day_label, 0)):
+                updated.append(self._update_day(user_id, segment, "closed" if closed else "progress"))
+        return updated + self._conversations_due(user_id, thread_id, since)
+
+    def _conversations_due(self, user_id: str, thread_id: str, since: date | None) -> list[Summary]:
+        """Ended conversations (last message on or after `since`) whose summary is missing or behind."""
+        done = {s.conversation_id: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["conversation"])}
+        tz = zone(self.store.get_user(user_id).timezone)
+        updated: list[Summary] = []
+        for conversation in reversed(self.store.timeline.conversations(thread_id, ended_only=True)):
+            if since is not None and _aware(conversation.last_message_at).astimezone(tz).date() < since:
+                continue
+            if done.get(conversation.conversation_id, 0) < conversation.last_seq:
+                summary = self.summarize_conversation(user_id, conversation.conversation_id)
+                updated += [summary] if summary is not None else []
+        return updated
+
+    def end_idle(self, thread_id: str, now: datetime) -> int:
+        """The scheduled close of a conversation: end the open one once idle past the timeout (1 if ended)."""
+        found = self.store.timeline.last_conversation(thread_id)
+        if found is None or found[0].ended_at is not None:
+            return 0
+        last_at = _aware(found[0].last_message_at)
+        if _aware(now) - last_at <= self.ingestor.idle_timeout:
+            return 0
+        self.store.timeline.end_conversation(found[0].conversation_id, last_at, "idle")
+        return 1
+
+    def close_days(self, user_id: str, thread_id: str, now: datetime, *, since: date | None = None,
+                   last_only: bool = False) -> list[Summary]:
+        """`catch_up` with the days that are over in the user's zone closed; `last_only` for the
+        scheduled close (only the thread's last day can still be open)."""
+        segments = self.store.timeline.day_segments(thread_id)
+        if not segments or self.summarizer is None:
+            return []
+        today = _aware(now).astimezone(zone(self.store.get_user(user_id).timezone)).date()
+        return self.catch_up(user_id, thread_id, since=segments[-1].day_label if last_only else since,
+                             day_is_over=today)
+
+    def regenerate_day(self, user_id: str, day_label: date, thread_id: str | None = None) -> Summary:
+        """Rewrite one day's summary now, whatever the policy says (the user asked for it)."""
+        thread = self._thread(user_id, thread_id)
+        segment = self.store.timeline.get_day_segment(day_segment_id(thread.thread_id, day_label), user_id=user_id)
+        if not self._day_turns(segment):
+            raise InvalidInputError(f"day {day_label.isoformat()} of thread {thread.thread_id!r} holds only engine "
+                                    "notes: there is nothing to summarise")
+        self._require()
+        return self._update_day(user_id, segment, "regenerate")
+
+    def _append_note(self, user_id: str, thread_id: str, content: str) -> None:
+        # Stamped at the thread's last message so it never breaks the append-only time order.
+        _, last_at = self.store.thread_tail(thread_id)
+        at = last_at.replace(tzinfo=timezone.utc) if last_at and last_at.tzinfo is None else last_at
+        note = NewMessage(role="system", content=content, created_at=at, kind="note")
+        self.ingestor.add_messages(user_id, [note], thread_id=thread_id)
+
+    # Conversations -----------------------------------------------------------------------------
+    def summarize_conversation(self, user_id: str, conversation_id: str) -> Summary | None:
+        """Give a conversation its title (5-8 words) and a 2-3 sentence summary; None if it has no turns."""
+        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        turns = self._conversation_messages(conversation, include_notes=False)
+        if not turns:
+            return None
+        summarizer = self._require()
+        markdown = summarizer.summarize(turns)
+        title = conversation.title or clamp_title(summarizer.title(turns))  # keep a title given at import
+        brief = self._brief(user_id, markdown, turns)
+        summary = self._build(conversation_summary_id(conversation.thread_id, conversation_id), user_id,
+                              "conversation", turns, markdown, title=title, conversation_id=conversation_id)
+        with self.store.db.transaction():
+            self.store.timeline.upsert_summary(summary)
+            self.store.timeline.set_conversation_summary(conversation_id, title, brief)
+        log.info("summary.conversation_updated conversation_id=%s messages=%d", conversation_id, len(turns))
+        return summary
+
+    def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> Summary | None:
+        """Explicitly end the thread's open conversation and summarise it (None if none was open)."""
+        thread = self._thread(user_id, thread_id)
+        ended = self.ingestor.end_conversation(thread.thread_id, reason)
+        if ended is None or self.summarizer is None:
+            return None
+        written = self._run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
+        return written[0] if written else None
+
+    def list_recent_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
+        """The user's latest conversations across threads (records only: title, summary, times, span)."""
+        whole_number("limit", limit, minimum=1, maximum=MAX_RECENT)
+        self.store.get_user(user_id)
+        found: list[Conversation] = []
+        for thread in self.store.threads_of(user_id):
+            found.extend(self.store.timeline.conversations(thread.thread_id, limit=limit))
+        found.sort(key=lambda c: (c.last_message_at, c.conversation_id), reverse=True)
+        return found[:limit]
+
+    def get_conversation(self, user_id: str, conversation_id: str, *,
+                         include_notes: bool = False) -> ConversationDetail:
+        """A whole conversation: record and messages (engine notes only when asked)."""
+        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        return ConversationDetail(conversation, tuple(self._conversation_messages(conversation, include_notes)))
+
+    def _conversation_messages(self, conversation: Conversation, include_notes: bool) -> list[Message]:
+        rows = self.store.messages_in_range(conversation.thread_id, conversation.first_seq, conversation.last_seq + 1,
+                                            include_notes=include_notes)
+        return [m for m in rows if m.conversation_id == conversation.conversation_id]
+
+    def _brief(self, user_id: str, markdown: str, turns: Sequence[Message]) -> str:
+        """Two or three sentences: up to two from the Summary section, then the conversation's span."""
+        body = section_text(markdown, "Summary")
+        sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
+        if not sentences:
+            sentences = ["The conversation had no notable content."]
+        tz = zone(self.store.get_user(user_id).timezone)
+        start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)
+        span = (f"It ran for {len(turns)} messages, from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
+                f"({tz.key}).")
+        return " ".join([*(_terminated(s) for s in sentences), span])
+
+    # Helpers -----------------------------------------------------------------------------------
+    def _require(self) -> Summarizer:
+        if self.summarizer is None:
+            raise ConvsearchError("summaries are off (CONVSEARCH_SUMMARIZER=none): set it to 'extractive' or 'openai'")
+        return self.summarizer
+
+    def _thread(self, user_id: str, thread_id: str | None) -> Thread:
+        if thread_id is None:
+            return self.store.continuous_thread(user_id)
+        return self.store.get_thread(thread_id, user_id=user_id)
+
+    def _build(self, summary_id: str, user_id: str, kind: SummaryKind, turns: Sequence[Message], markdown: str, *,
+               title: str | None, day_label: date | None = None, conversation_id: str | None = None) -> Summary:
+        now = self.clock()
+        existing = self.store.timeline.get_summary(summary_id, user_id=user_id)
+        return Summary(
+            summary_id=summary_id, thread_id=turns[0].thread_id, user_id=user_id, kind=kind,
+            from_seq=turns[0].seq, to_seq=turns[-1].seq, markdown=markdown,
+            created_at=existing.created_at if existing else now, updated_at=now, day_label=day_label,
+            conversation_id=conversation_id, title=title, message_count=len(turns),
+        )
+
+
+def _aware(moment: datetime) -> datetime:
+    """The store hands back naive UTC; compare aware times only."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _terminated(sentence: str) -> str:
+    return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
+
+
+def _check_range(start_seq: int, end_seq: int) -> None:
+    seq_range(start_seq, end_seq)

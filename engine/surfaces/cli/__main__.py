@@ -1,0 +1,5 @@
+import sys
+
+from engine.surfaces.cli import main
+
+sys.exit(main())
