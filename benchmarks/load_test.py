@@ -80,7 +80,7 @@ def _start_server(home: Path, port: int, lexical: bool) -> subprocess.Popen[byte
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if lexical:
         env["CONVSEARCH_EMBEDDING_BACKEND"] = "none"
-    command = [sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from engine.surfaces.cli import main; raise SystemExit(main())",
                "--home", str(home), "serve", "--host", "127.0.0.1", "--port", str(port)]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

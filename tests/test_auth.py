@@ -1,4 +1,4 @@
-"""Who a caller is (engine.http.auth) and where a server listens (engine.runtime): pure rules, no server."""
+"""Who a caller is (engine.surfaces.http.auth) and where a server listens (engine.surfaces.runtime): pure rules, no server."""
 
 from __future__ import annotations
 

@@ -181,7 +181,7 @@ def test_assemble_context_honours_a_pending_slice_once(transcript: dict[str, Any
 def test_search_takes_min_score_and_fusion(transcript: dict[str, Any]) -> None:
     every = data(transcript["search"])["results"]
     strict = data(transcript["strict"])["results"]
-    assert len(strict) < len(every)  # a floor never drops a strong keyword hit (engine.ranking.passes_floor)
+    assert len(strict) < len(every)  # a floor never drops a strong keyword hit (engine.query.ranking.passes_floor)
     assert all(hit["score"] >= 0.99 or hit["parts"]["lexical"] >= STRONG_LEXICAL for hit in strict)
     assert {hit["parts"]["fusion"] for hit in data(transcript["rrf"])["results"] if hit["kind"] == "message"} == {"rrf"}
 

@@ -96,7 +96,7 @@ def test_second_writer_process_gets_a_clear_error(tmp_path):
     path = tmp_path / "s.duckdb"
     with Store(path):
         code = (
-            "import sys\nfrom engine.store import Store\nfrom engine.errors import StoreLockedError\n"
+            "import sys\nfrom engine.store.core import Store\nfrom engine.errors import StoreLockedError\n"
             f"try:\n    Store({str(path)!r})\nexcept StoreLockedError as e:\n    print('LOCKED', e)\n    sys.exit(3)\n"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

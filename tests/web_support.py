@@ -42,7 +42,7 @@ def feed_sample(engine: ConversationEngine) -> None:
             for start in range(0, len(day), CHUNK):
                 engine.ingest(user, day[start:start + CHUNK], index=False)
     engine.import_file(OPENAI, fmt="openai", user_id="alice")
-    engine.index("alice")  # bob is left to the server's background step (engine.background)
+    engine.index("alice")  # bob is left to the server's background step (engine.surfaces.http.background)
 
 
 def serve(home: Path, log: Path) -> Iterator[str]:

@@ -242,7 +242,7 @@ class Store:
         return {r[0] for r in rows}
 
     def delete_messages(self, message_ids: Sequence[str]) -> None:
-        """Remove messages (callers also fix derived records: see engine.deletion)."""
+        """Remove messages (callers also fix derived records: see engine.maintenance.deletion)."""
         if message_ids:
             self.db.execute("DELETE FROM messages WHERE list_contains(?, message_id)", [list(message_ids)])
 

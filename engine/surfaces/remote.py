@@ -1,6 +1,6 @@
 """The facade's calls over HTTP, for every client of a data directory that a server owns.
 
-DuckDB lets one process write a store, so while `convsearch serve` runs (engine.runtime says
+DuckDB lets one process write a store, so while `convsearch serve` runs (engine.surfaces.runtime says
 where), the CLI and `convsearch mcp` send their calls to it. `RemoteEngine` offers the calls they
 make, with ConversationEngine's names and arguments, each one POST to the server's /api. Results
 come back as the documented JSON, which callers print or validate just as they do the engine's

@@ -87,7 +87,7 @@ def _navigation_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _summary_parsers(sub: argparse._SubParsersAction) -> None:
-    # `summarize` (a range, a backfill, the scheduled close) lives in engine.cli.summary_commands
+    # `summarize` (a range, a backfill, the scheduled close) lives in engine.surfaces.cli.summary_commands
     p = _command(sub, "conversations", conversations, "list recent conversations, or show one with --id")
     p.add_argument("--limit", type=int, help="how many to list, 1 to 100 (default 10)")
     p.add_argument("--id", dest="conversation_id", help="show this conversation and all its messages")

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    """Own the data directory: HTTP API and MCP on one socket, advertised in the directory (engine.runtime)."""
+    """Own the data directory: HTTP API and MCP on one socket, advertised in the directory (engine.surfaces.runtime)."""
     import uvicorn
 
     from engine.surfaces.http.app import create_app

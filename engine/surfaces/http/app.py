@@ -3,9 +3,9 @@
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
 `internal` (logged). With `settings.api_token` set, every path but /healthz, the /docs page and the web
-page's (which check their own cookie, engine.web) needs the bearer token; without one, only Host headers
+page's (which check their own cookie, engine.surfaces.web) needs the bearer token; without one, only Host headers
 naming the bound address are answered. MCP over streamable HTTP is served at /mcp, each session bound to
-one user (engine.http.auth).
+one user (engine.surfaces.http.auth).
 """
 
 from __future__ import annotations
@@ -357,8 +357,8 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
     """The HTTP app over one engine, with MCP at /mcp (the caller owns the engine and closes it).
 
     While the app runs (its lifespan), MCP sessions are served; with `maintain`, the background
-    step embeds what has no vector yet and saves changed shards (engine.background); with `url`,
-    the data directory's server.json says where the server listens (engine.runtime)."""
+    step embeds what has no vector yet and saves changed shards (engine.surfaces.http.background); with `url`,
+    the data directory's server.json says where the server listens (engine.surfaces.runtime)."""
     from engine.surfaces.mcp.http import McpSessions
 
     sessions = McpSessions(engine, host=host)
@@ -383,7 +383,7 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
     app.include_router(router, dependencies=dependencies)
     app.include_router(open_router)
-    mount_web(app)  # the web page at / (engine.web)
+    mount_web(app)  # the web page at / (engine.surfaces.web)
     app.router.routes.append(Route(MCP_PATH, endpoint=sessions, methods=["GET", "POST", "DELETE"],
                                    include_in_schema=False))
     app.add_exception_handler(ConvsearchError, _engine_error)

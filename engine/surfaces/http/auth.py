@@ -72,7 +72,7 @@ class Auth:
     """Checks every path but the open ones before any body is read; binds MCP requests to their user."""
 
     def __init__(self, app: ASGIApp, settings: Settings, checks_itself: Callable[[str], bool] = lambda path: False) -> None:
-        # `checks_itself`: paths that do their own check (the web page reads its cookie, engine.web)
+        # `checks_itself`: paths that do their own check (the web page reads its cookie, engine.surfaces.web)
         self.app, self.settings, self.checks_itself = app, settings, checks_itself
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,4 +1,4 @@
-"""Request models of the HTTP and MCP surfaces (engine.http.schemas re-exports them with the results).
+"""Request models of the HTTP and MCP surfaces (engine.surfaces.http.schemas re-exports them with the results).
 
 Strict types only; values (ranges, ids, timestamps) are checked by the engine, so every surface
 gives the same answer. Optional fields left out (or null) take the engine's default.

@@ -1,6 +1,6 @@
 """MCP over streamable HTTP, served by `convsearch serve` at /mcp beside the HTTP API.
 
-Each request reaches this app already bound to one user by its credentials (engine.http.auth).
+Each request reaches this app already bound to one user by its credentials (engine.surfaces.http.auth).
 Every user gets an MCP server of their own (the same tools as stdio, bound to that user) with its
 own session manager, started on the user's first request: a session opened for one user is unknown
 to every other user's manager, so no session can change hands, and no tool takes a user id.

@@ -1,7 +1,7 @@
 """The MCP surface: conversation memory tools for a model, bound to one user.
 
 No tool takes a user id: a server is built for one user (`convsearch mcp --user U` over stdio, or
-per session over HTTP by `convsearch serve`, engine.mcp_http) and every call reads and writes
+per session over HTTP by `convsearch serve`, engine.surfaces.mcp.http) and every call reads and writes
 that user's history only. Each tool is a few lines over ConversationEngine and returns
 the same documented models as the HTTP API. Engine errors and wrong argument types come back as
 tool errors (isError) with the engine's message; logs go to stderr (stdout is the protocol).
@@ -258,7 +258,7 @@ def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCP
 
 def run_stdio(home: str | Path | None, user_id: str) -> None:
     """Serve over stdin/stdout until the client closes them; an unknown user fails before serving.
-    Beside a running `convsearch serve` every call goes to it (engine.runtime), else to the store."""
+    Beside a running `convsearch serve` every call goes to it (engine.surfaces.runtime), else to the store."""
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while the model loads must not hit the protocol
         engine = connect(data_dir(home), lambda: ConversationEngine(home))
     with engine:
