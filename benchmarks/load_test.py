@@ -33,6 +33,7 @@ import numpy as np
 __all__ = ["LoadConfig", "LoadResult", "run", "main"]
 
 MAX_SECONDS = 60.0
+PAGE = 10_000  # seqs per messages_range call (its widest range)
 WORDS = ("invoice", "database", "postgres", "garden", "tomato", "deploy", "latency", "budget", "mochi", "kyoto",
          "bicycle", "migration", "backup", "refund", "coffee", "printer", "vacation", "contract", "ticket", "rust")
 
@@ -80,7 +81,7 @@ def _start_server(home: Path, port: int, lexical: bool) -> subprocess.Popen[byte
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if lexical:
         env["CONVSEARCH_EMBEDDING_BACKEND"] = "none"
-    command = [sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from engine.surfaces.cli import main; raise SystemExit(main())",
                "--home", str(home), "serve", "--host", "127.0.0.1", "--port", str(port)]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -165,9 +166,9 @@ def _count_via_store(home: Path, expected: dict[str, set[str]]) -> tuple[int, in
     lost = stored_turns = 0
     with ConversationEngine(home, embedder=None) as engine:
         for user, ids in expected.items():
-            rows = engine.store.db.execute(
-                "SELECT message_id FROM messages WHERE user_id = ? AND kind = 'turn'", [user])
-            stored = [r[0] for r in rows]
+            last = engine.stats(user)["messages"]  # seqs run from 1 and nothing is deleted here
+            stored = [m.message_id for start in range(1, last + 1, PAGE)
+                      for m in engine.messages_range(user, start, min(start + PAGE, last + 1))]
             lost += len(ids - set(stored))
             stored_turns += len(stored)
     return lost, stored_turns
