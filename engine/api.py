@@ -69,6 +69,7 @@ class ConversationEngine:
         self.summary_index = SummaryIndex(self.pipeline)
         self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
                                  query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
+        self._experiments: dict[tuple[tuple[str, Any], ...], Searcher] = {(): self.searcher}  # search_experiment's
         self.navigator = Navigator(self.store, clock=clock)
         counter = TokenCounter()
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
@@ -316,10 +317,11 @@ class ConversationEngine:
         """For ranking experiments only (the evaluation harness and benchmarks): `search` without
         filters, ranked with the ablation switches and settings of `overrides`. The engine's own
         settings are untouched, so experiments may run beside production searches."""
-        settings = overrides.applied_to(self.settings)
-        searcher = self.searcher if settings is self.settings else Searcher(
-            self.pipeline, self.summary_index, settings, clock=self.clock, query_embedder=self.searcher.query_embedder)
-        return self._logged(user_id, searcher.search(
+        key = tuple(sorted(overrides.settings.items()))  # validating Settings takes ~2 ms: once per experiment
+        if key not in self._experiments:
+            self._experiments[key] = Searcher(self.pipeline, self.summary_index, overrides.applied_to(self.settings),
+                                              clock=self.clock, query_embedder=self.searcher.query_embedder)
+        return self._logged(user_id, self._experiments[key].search(
             user_id, query, limit=limit, kinds=kinds, explain=explain, mode=mode, fusion=fusion, penalty=overrides.penalty,
             summary_context=overrides.summary_context))
 
