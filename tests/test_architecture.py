@@ -162,7 +162,8 @@ def test_the_facade_is_typed_and_documented():
             continue
         if not (call.__doc__ or "").strip():
             undocumented.append(name)
-        params = inspect.signature(call).parameters.values()
-        untyped += [f"{name}({p.name})" for p in params
+        signature = inspect.signature(call)
+        untyped += [f"{name}({p.name})" for p in signature.parameters.values()
                     if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or (p.name != "self" and p.annotation is p.empty)]
+        untyped += [f"{name} -> ?"] if signature.return_annotation is signature.empty else []
     assert not undocumented and not untyped, (undocumented, untyped)

@@ -141,6 +141,8 @@ def test_an_experiments_settings_rank_its_searches_only(engine):
                                           kinds=("message",), explain=True)
     assert experiment.results
     production = engine.search("alice", query, kinds=("message",), explain=True)
+    same = engine.search_experiment("alice", query, RankingOverrides(), kinds=("message",), explain=True)
+    assert same.results == production.results  # no overrides: the production ranking, hit for hit
     assert engine.settings.lexical_weight == AHEAD.lexical_weight > 0
     assert [h.score for h in production.results] != [h.score for h in experiment.results]
     with pytest.raises(InvalidInputError, match="unknown settings"):
