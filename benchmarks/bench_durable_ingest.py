@@ -5,9 +5,10 @@
   is saved by the server's background step every few seconds, and a shard loaded after a crash
   takes back every cached vector (`IndexPipeline.shard`, `only_cached`), no model call.
 * `save`: the same, then save the whole shard (a new version, fsynced, CURRENT flipped) after
-  every call.
+  every call (`index`, which finds nothing left to embed).
 
-It also times the restart: loading a shard whose last save is `--backlog` messages behind.
+It also times the restart: loading a shard whose last save is `--backlog` messages behind (the
+first `index_status`).
 Vectors come from `SyntheticEmbedder` (no model) so the figures are the storage costs; the real
 model's cost for one short message is printed separately with `--model`.
 
@@ -63,16 +64,15 @@ def run(n: int, calls: int, backlog: int) -> dict[str, Any]:
 
             def and_save(i: int) -> None:
                 engine.ingest(USER, [next(rest)])
-                engine.pipeline.shard(USER).save(engine.pipeline.root)
+                engine.index(USER)  # nothing left to embed: the shard is saved
 
             save = _timed(calls, and_save)
             for _ in range(backlog):
                 engine.ingest(USER, [next(rest)])  # acknowledged, never saved: the crash case
         with _engine(home) as engine:
             began = time.perf_counter()
-            engine.pipeline.shard(USER)
+            pending = engine.index_status(USER)["not_vector_indexed_messages"]  # loads the shard
             restore_ms = (time.perf_counter() - began) * 1000
-            pending = engine.pipeline.pending_vector_messages(USER)
     return {"n": n, "cache": cache, "save": save, "restart_backlog": backlog,
             "restart_load_ms": round(restore_ms, 1), "pending_after_restart": pending}
 

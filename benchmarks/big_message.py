@@ -39,7 +39,7 @@ def measure(chars: int) -> dict:
         engine.ingest("u", [{"role": "user", "content": text_of(chars)}])
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         return {"chars": chars, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-                "windows": len(engine.pipeline.shard("u").chunks) - 1}
+                "windows": engine.index_status("u")["chunks"] - 1}
 
 
 def main() -> None:

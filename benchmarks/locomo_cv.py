@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from engine.evaluation.locomo import ADVERSARIAL, Corpus, hit_coverage, open_corpus, score_question
 from engine.evaluation.metrics import mean, percentile
+from engine.evaluation.overrides import RankingOverrides
 
 __all__ = ["METRICS", "GRID", "main"]
 
@@ -64,23 +65,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(corpus: Corpus, overrides: Mapping[str, float], say) -> dict[str, Any]:
     """Every question under these settings: per-conversation means of METRICS, and the latency."""
-    searcher = corpus.engine.searcher
-    default = searcher.settings
-    searcher.settings = default.model_copy(update=dict(overrides))
+    ranking = RankingOverrides(summary_context=False, settings=dict(overrides))
     per: dict[str, list[list[float]]] = {}
     latencies: list[float] = []
-    try:
-        for item in corpus.items:
-            if item.category == ADVERSARIAL:
-                continue
-            began = time.perf_counter()
-            response = searcher.search(item.user_id, item.question, limit=20, kinds=("message",), summary_context=False)
-            latencies.append((time.perf_counter() - began) * 1000)
-            scores = score_question(*hit_coverage(response.results, corpus.turns, item.evidence), item.evidence,
-                                    (5, 10, 20))
-            per.setdefault(item.user_id, []).append([scores[level][metric] for level, metric in METRICS])
-    finally:
-        searcher.settings = default
+    for item in corpus.items:
+        if item.category == ADVERSARIAL:
+            continue
+        began = time.perf_counter()
+        response = corpus.engine.search_experiment(item.user_id, item.question, ranking, limit=20, kinds=("message",))
+        latencies.append((time.perf_counter() - began) * 1000)
+        scores = score_question(*hit_coverage(response.results, corpus.turns, item.evidence), item.evidence,
+                                (5, 10, 20))
+        per.setdefault(item.user_id, []).append([scores[level][metric] for level, metric in METRICS])
     say(f"{overrides}: done")
     return {"overrides": dict(overrides), "p50_ms": round(percentile(latencies, 50), 2),
             "conversations": {user: {"questions": len(rows), **{f"{lvl}.{m}": round(mean(col), 4)

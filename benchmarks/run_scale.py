@@ -7,8 +7,8 @@ Per size: ingest rate (engine.ingest in batches: store, summaries and lexical in
 naive design (benchmarks/naive.py) over the same windows and vectors. Latency is taken three ways:
 * e2e   - engine.search, MiniLM query embedding included (on a synthetic index: its time only);
 * given - engine.search with the query vector precomputed;
-* core  - engine internals candidates.window_candidates + Searcher._fuse (BM25 and HNSW top lists,
-          both scores, fusion), no citations or store reads: what the naive design does too.
+* core  - ConversationEngine.top_windows, the search's core alone (BM25 and HNSW top lists, both
+          scores, fusion), no citations or store reads: what the naive design does too.
 Ratios: naive / core, and (naive + the same query embedding) / e2e. --overhead N times the whole
 index pipeline on N messages with MiniLM against embedding the same window texts directly.
 """
@@ -35,8 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.generate import SyntheticEmbedder, ThreadParams, iter_messages, make_queries  # noqa: E402
 from benchmarks.naive import from_shard  # noqa: E402
 from engine.api import ConversationEngine, to_new_message  # noqa: E402
-from engine.query.candidates import window_candidates  # noqa: E402  (engine internals: the "core" path)
-from engine.query.search import WINDOWS_PER_RESULT, _Query  # noqa: E402
 from indexers.embedders import DeadlineEmbedder, Embedder  # noqa: E402
 
 __all__ = ["SizeResult", "run_size", "core_search", "measure_overhead", "main"]
@@ -202,25 +200,19 @@ def _ingest(engine: ConversationEngine, size: int, seed: int, batch: int, result
     return sample
 
 
-def core_search(engine: ConversationEngine, shard: Any, text: str, vector: np.ndarray, limit: int = LIMIT) -> np.ndarray:
+def core_search(engine: ConversationEngine, text: str, vector: np.ndarray, limit: int = LIMIT) -> np.ndarray:
     """Top window labels from the engine's candidate lists and fusion (no citations, no store)."""
-    q = _Query(text, shard.tokenizer.tokenize(text), vector, "hybrid", engine.settings.fusion)
-    depth = max(engine.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
-    with shard.lock:
-        found = window_candidates(shard, q.tokens, q.vector, q.mode, None, depth)
-    fused = engine.searcher._fuse(found.raw, found.matched, found.cosine, q)
-    return found.labels[np.argsort(-fused.fused, kind="stable")[:limit]]
+    return engine.top_windows(USER, text, vector, limit=limit)
 
 
 def _latencies(engine: ConversationEngine, model: Embedder, cost: Embedder | None, queries: list[str],
                result: SizeResult) -> tuple[dict[str, np.ndarray], list[int], list[float]]:
     """e2e, given and core latencies on the same queries; (vectors, core top labels, embed ms)."""
     vectors = dict(zip(queries, model.embed(queries)))
-    shard = engine.pipeline.shard(USER)
     kinds = {
         "e2e": (QueryEmbedder(model, vectors, cost), lambda q: engine.search(USER, q, limit=LIMIT)),
         "given": (QueryEmbedder(model, vectors), lambda q: engine.search(USER, q, limit=LIMIT)),
-        "core": (None, lambda q: core_search(engine, shard, q, vectors[q])),
+        "core": (None, lambda q: core_search(engine, q, vectors[q])),
         "embed": (None, lambda q: cost.embed([q]) if cost else None),
     }
     out: dict[str, tuple[list[float], list[Any]]] = {}
@@ -276,7 +268,7 @@ def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None
         engine.index(USER)
         result.index_s, result.index_embed_s = round(time.perf_counter() - started, 2), round(timed.seconds, 2)
         result.index_cpu_s = round(time.process_time() - cpu, 2)
-        result.windows = len(engine.pipeline.shard(USER).chunks)
+        result.windows = engine.index_status(USER)["chunks"]
         queries = make_queries(sample, n_queries, seed)
         result.queries = len(queries)
         vectors, core_tops, embed_ms = _latencies(engine, model, cost, queries, result)

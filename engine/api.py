@@ -7,13 +7,19 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
 
 from engine.config import Settings, data_dir
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
+from engine.maintenance.closing import apply_retention, summarize_users
 from engine.maintenance.deletion import Deleter
+from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
+from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.evaluation.overrides import RankingOverrides
 from engine.facade_edges import (EveryUser, as_path, by_thread, capped, disk_errors, file_errors, pipeline_params,
                                  to_new_message)
 from engine.locks import WriterLocks
@@ -21,9 +27,10 @@ from engine.importers import ImportReport, export_thread, export_thread_parquet,
 from engine.store.ingest import Ingestor
 from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
 from engine.query.navigation import Navigator
-from engine.query.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
+from engine.query.navigation_results import (AROUND_BEFORE_RATIO, AROUND_COUNT, CONTEXT_TURNS, SINCE_LIMIT, SUBSTRING_LIMIT,
+                                             ConversationContext, DayView, MessageView, TurnsAround, TurnsSince)
 from engine.query.search import Searcher
-from engine.query.search_types import SearchResponse
+from engine.query.search_types import DEFAULT_LIMIT, KINDS, SearchMode, SearchResponse
 from engine.store.core import STORE_FILENAME, Store
 from engine.summaries.policy import ConversationDetail, SummarizeReport, SummaryService
 from engine.summaries.summarizers import make_summarizer
@@ -39,24 +46,30 @@ if TYPE_CHECKING:
 __all__ = ["ConversationEngine", "pipeline_params", "to_new_message"]
 
 log = logging.getLogger("convsearch")
+Progress = Callable[[int, int], None]  # (done, total) callbacks, e.g. a progress bar
 
 
 class ConversationEngine:
     """Store + indexes + query layer for one data directory."""
 
     def __init__(self, home: str | Path | None = None, *, settings: Settings | None = None,
-                 clock: Callable[[], datetime] = utcnow, embedder: Embedder | None | str = "auto") -> None:
+                 clock: Callable[[], datetime] = utcnow, embedder: Embedder | None | Literal["auto"] = "auto") -> None:
+        """The engine on data directory `home` (default: CONVSEARCH_HOME's), created when new. `embedder`:
+        "auto" loads the configured backend (lexical only when it cannot load), None is lexical only."""
         self.settings = settings or Settings()
         self.home = data_dir(home)
         self.clock = clock
         self.store = Store(self.home / STORE_FILENAME)
         self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes),
                                  clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours))
-        chosen = self._embedder() if embedder == "auto" else embedder
+        if isinstance(embedder, str) and embedder != "auto":
+            raise InvalidInputError(f'embedder must be an Embedder, None (lexical only) or "auto", got {embedder!r}')
+        chosen = self._embedder() if isinstance(embedder, str) else embedder
         self.pipeline = IndexPipeline(self.store, self.home / "indexes", pipeline_params(self.settings), chosen)
         self.summary_index = SummaryIndex(self.pipeline)
         self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
                                  query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
+        self._experiments: dict[tuple[tuple[str, Any], ...], Searcher] = {(): self.searcher}  # search_experiment's
         self.navigator = Navigator(self.store, clock=clock)
         counter = TokenCounter()
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
@@ -84,6 +97,7 @@ class ConversationEngine:
             yield
 
     def close(self) -> None:
+        """Close the store (the indexes hold no open files); the engine is unusable after."""
         self.store.close()
 
     def __enter__(self) -> "ConversationEngine":
@@ -94,6 +108,7 @@ class ConversationEngine:
 
     # Users and ingest -----------------------------------------------------------------------
     def add_user(self, user_id: str, timezone: str | None = None) -> User:
+        """The user, created with `timezone` (default: the settings') when new; an existing one keeps its zone."""
         return self.store.ensure_user(user_id, timezone or self.settings.default_timezone)
 
     def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
@@ -107,21 +122,13 @@ class ConversationEngine:
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
             self.summaries.after_ingest(user_id, result)
-            self._apply_retention(user_id, result.thread_id)
+            apply_retention(self, user_id, result.thread_id)
             self.pipeline.update_lexical(user_id)
             log.info("ingest user=%s lexical index updated", user_id)
             if index:
                 self.pipeline.embed_pending(user_id)
                 log.info("ingest user=%s new messages embedded", user_id)
         return result
-
-    def _apply_retention(self, user_id: str, thread_id: str) -> None:
-        """With max_conversations_retained set, the oldest ended conversations go, with all derived."""
-        keep = self.settings.max_conversations_retained
-        if keep is None:
-            return
-        for old in self.store.timeline.conversations(thread_id, ended_only=True)[keep:]:
-            self.deleter.delete_conversation(user_id, old.conversation_id)
 
     # Deletion -------------------------------------------------------------------------------
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
@@ -130,6 +137,7 @@ class ConversationEngine:
             return self.deleter.delete_messages(user_id, message_ids)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
+        """Delete one conversation's messages everywhere, like delete_messages; returns how many."""
         with self._writing(user_id):
             return self.deleter.delete_conversation(user_id, conversation_id)
 
@@ -152,6 +160,7 @@ class ConversationEngine:
                 "not_found": sorted(set(wanted) - found), "messages_deleted": count}
 
     def delete_user(self, user_id: str) -> int:
+        """Forget the user: messages, summaries, shard and cached vectors; returns the messages deleted."""
         with self._writing(user_id):
             return self.deleter.delete_user(user_id)
 
@@ -173,7 +182,7 @@ class ConversationEngine:
                 log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
-            made = self._summarize_users(report.users, since=None)  # the same policy as live ingest, once per day
+            made = summarize_users(self, report.users, since=None)  # the same policy as live ingest, once per day
             report = replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
             for user in report.users:
                 self.pipeline.refresh(user)
@@ -189,7 +198,7 @@ class ConversationEngine:
         day = parse_day(since) if since is not None else None
         with self._writing(user_id):
             users = self.users(user_id)
-            report = self._summarize_users(users, since=day)
+            report = summarize_users(self, users, since=day)
             for user in users:
                 self.pipeline.update_lexical(user)  # the engine's notes are messages too
         return report
@@ -199,7 +208,7 @@ class ConversationEngine:
         ends conversations idle past the timeout and closes each thread's last day once it is over."""
         with self._writing(user_id):
             users = self.users(user_id)
-            report = self._summarize_users(users, since=None, now=now or self.clock(), last_only=True)
+            report = summarize_users(self, users, since=None, now=now or self.clock(), last_only=True)
             for user in users:
                 self.pipeline.update_lexical(user)
         return report
@@ -212,26 +221,8 @@ class ConversationEngine:
             self.pipeline.update_lexical(user_id)
         return summary
 
-    def _summarize_users(self, users: Sequence[str], *, since, now: datetime | None = None,
-                         last_only: bool = False) -> SummarizeReport:
-        """Idle conversations end, retention applies (no summary is written for what goes), then each
-        stale day and ended conversation is summarised once, days already over closed."""
-        moment = now or self.clock()
-        written: list[Summary] = []
-        ended = 0
-        for user in users:
-            threads = self.store.threads_of(user)
-            ended += sum(self.summaries.end_idle(t.thread_id, moment) for t in threads)
-            self._apply_retention_all(user)
-            for thread in threads:
-                written += self.summaries.close_days(user, thread.thread_id, moment, since=since, last_only=last_only)
-        return SummarizeReport.of(users, written, ended)
-
-    def _apply_retention_all(self, user_id: str) -> None:
-        for thread in self.store.threads_of(user_id):
-            self._apply_retention(user_id, thread.thread_id)
-
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
+        """The thread as Parquet at `path` (the import format); returns the rows written."""
         with file_errors(path):
             return export_thread_parquet(self.store, user_id, as_path(path), thread_id=thread_id)
 
@@ -242,9 +233,10 @@ class ConversationEngine:
 
     # Indexes --------------------------------------------------------------------------------
     def users(self, user_id: str | None = None) -> list[str]:
+        """User ids: `user_id` alone (checked to exist), else every user's."""
         return [self.store.get_user(user_id).user_id] if user_id else [u.user_id for u in self.store.list_users()]
 
-    def index(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
+    def index(self, user_id: str | None = None, *, progress: Progress | None = None) -> list[IndexReport]:
         """One user at a time under that user's lock: the others keep writing meanwhile."""
         reports = []
         for user in self.users(user_id):
@@ -253,7 +245,7 @@ class ConversationEngine:
                 reports.append(self.pipeline.index(user, progress=progress))
         return reports
 
-    def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
+    def reindex(self, user_id: str | None = None, *, progress: Progress | None = None) -> list[IndexReport]:
         """One user at a time under that user's lock, like index."""
         reports = []
         for user in self.users(user_id):
@@ -267,30 +259,26 @@ class ConversationEngine:
 
     def reindex_on_ray(self, user_id: str | None = None, *, address: str | None = None,
                        embed_actors: int | None = None, shards: str | None = None,
-                       progress=None) -> RayReindexReport:
+                       progress: Progress | None = None) -> RayReindexReport:
         """Rebuild on Ray (`pip install convsearch[ray]`; docs/scaling.md): this home's shards, or the
         shard storage at `shards` (a directory or an s3:// URL several machines reach). Users already
         at the target are skipped, so a rerun after a killed job resumes."""
-        from indexers.distributed import RayOptions, reindex_on_ray  # only this job needs it
-        from indexers.shard_storage import ShardStorage
+        return rebuild_on_ray(self, self.users(user_id), address=address, embed_actors=embed_actors, shards=shards,
+                              progress=progress)
 
-        if self.pipeline.embedder is None or self.pipeline.cache is None:
-            raise InvalidInputError("the Ray executor re-embeds: configure an embedding backend, or use `--executor local`")
-        storage = ShardStorage(shards if shards is not None else self.pipeline.root)
-        here = storage.local == self.pipeline.root.absolute()
-        options = RayOptions(address=address, embed_actors=embed_actors, backend=self.settings.embedding_backend)
-        users = self.users(user_id)
-        with self.write_lock:
-            try:
-                report = reindex_on_ray(self.store, self.pipeline.cache, self.pipeline.params, self.pipeline.spec(),
-                                        users, storage, options, progress)
-            finally:
-                for user in users if here else ():
-                    self.pipeline.unload(user)  # its next use loads what the job published
-            for rebuilt in report.rebuilt if here else ():
-                self.deleter.forget_unused_vectors(rebuilt.user_id)
-                self.summary_index.forget(rebuilt.user_id)
-        return report
+    def diagnose(self) -> DoctorReport:
+        """`convsearch doctor`: every problem found in the store and the shards on disk."""
+        return diagnose(self)
+
+    def repair(self, report: DoctorReport | None = None) -> RepairReport:
+        """`doctor --repair`: rebuild broken indexes and clean crash leftovers (what is derived), then
+        diagnose again; `report` is diagnosed now when omitted."""
+        return repair(self, report)
+
+    @staticmethod
+    def holds_data(home: str | Path | None = None) -> bool:
+        """Whether `home` (default: CONVSEARCH_HOME's) holds a store; opening one that does not creates it."""
+        return (data_dir(home) / STORE_FILENAME).is_file()
 
     def maintain(self) -> list[str]:
         """One background step of a server: users whose index changed since its last save, is behind
@@ -310,8 +298,41 @@ class ConversationEngine:
         return done
 
     # Search ---------------------------------------------------------------------------------
-    def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
-        response = self.searcher.search(user_id, query, **options)
+    def search(self, user_id: str, query: str, *, day: str | date | None = None, recency_days: float | None = None,
+               start: str | datetime | None = None, end: str | datetime | None = None, limit: int = DEFAULT_LIMIT,
+               min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
+               mode: SearchMode | None = None, fusion: str | None = None) -> SearchResponse:
+        """conversation.search: the user's messages and summaries that best match `query` by meaning
+        and keywords, summaries first, each hit citing a message. `day`, `recency_days`, `start` and
+        `end` narrow it in time (a naive time is in the user's zone) before any cut; `min_score` drops
+        weak hits; `explain` keeps each hit's score parts; `mode` and `fusion` default to hybrid and
+        the settings' fusion."""
+        return self._logged(user_id, self.searcher.search(
+            user_id, query, day=day, recency_days=recency_days, start=start, end=end, limit=limit,
+            min_score=min_score, kinds=kinds, explain=explain, mode=mode, fusion=fusion))
+
+    def search_experiment(self, user_id: str, query: str, overrides: RankingOverrides, *, limit: int = DEFAULT_LIMIT,
+                          kinds: Sequence[str] = KINDS, explain: bool = False, mode: SearchMode | None = None,
+                          fusion: str | None = None) -> SearchResponse:
+        """For ranking experiments only (the evaluation harness and benchmarks): `search` without
+        filters, ranked with the ablation switches and settings of `overrides`. The engine's own
+        settings are untouched, so experiments may run beside production searches."""
+        key = tuple(sorted(overrides.settings.items()))  # validating Settings takes ~2 ms: once per experiment
+        if key not in self._experiments:
+            self._experiments[key] = Searcher(self.pipeline, self.summary_index, overrides.applied_to(self.settings),
+                                              clock=self.clock, query_embedder=self.searcher.query_embedder)
+        return self._logged(user_id, self._experiments[key].search(
+            user_id, query, limit=limit, kinds=kinds, explain=explain, mode=mode, fusion=fusion, penalty=overrides.penalty,
+            summary_context=overrides.summary_context))
+
+    def top_windows(self, user_id: str, query: str, vector: np.ndarray, *, limit: int = DEFAULT_LIMIT) -> np.ndarray:
+        """Diagnostic, for benchmarks: the search's core alone (BM25 and HNSW candidate lists, fused,
+        with the query vector given), the best windows' labels; no messages, citations or store reads,
+        which is what a naive design does, so the two compare like for like."""
+        return self.searcher.top_windows(user_id, query, vector, limit=limit)
+
+    @staticmethod
+    def _logged(user_id: str, response: SearchResponse) -> SearchResponse:
         log.info("search user=%s mode=%s results=%d not_vector_indexed=%d took_ms=%.1f", user_id, response.mode,
                  len(response.results), response.not_vector_indexed, response.took_ms)
         return response
@@ -332,30 +353,48 @@ class ConversationEngine:
             raise InvalidInputError("give message_id, or day_segment_id (with from_message_id and to_message_id for a range)")
         if (from_message_id is None) != (to_message_id is None):
             raise InvalidInputError("a day range needs both from_message_id and to_message_id")
-        if from_message_id is not None:
+        if from_message_id is not None and to_message_id is not None:
             return self.navigator.get_day_range(user_id, day_segment_id, from_message_id, to_message_id)
         return self.navigator.get_day(user_id, day_segment_id)
 
-    def turns_since(self, user_id: str, timestamp: str | datetime, **options: Any) -> TurnsSince:
-        return self.navigator.turns_since(user_id, timestamp, **options)
+    def turns_since(self, user_id: str, timestamp: str | datetime, *, include_summaries: bool = True,
+                    limit: int = SINCE_LIMIT, from_seq: int | None = None, thread_id: str | None = None) -> TurnsSince:
+        """What happened since a moment: turns at or after `timestamp`, in order, and the summaries
+        ending after it; a truncated answer says how to continue (`from_seq=next_seq`)."""
+        return self.navigator.turns_since(user_id, timestamp, include_summaries=include_summaries, limit=limit,
+                                          from_seq=from_seq, thread_id=thread_id)
 
-    def turns_around(self, user_id: str, timestamp: str | datetime, **options: Any) -> TurnsAround:
-        return self.navigator.turns_around(user_id, timestamp, **options)
+    def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = AROUND_COUNT,
+                     before_ratio: float = AROUND_BEFORE_RATIO, thread_id: str | None = None) -> TurnsAround:
+        """The turns around a moment: `count` of them, `before_ratio` of them before it; a short side
+        stays short, so the window's shape depends only on the arguments."""
+        return self.navigator.turns_around(user_id, timestamp, count=count, before_ratio=before_ratio,
+                                           thread_id=thread_id)
 
-    def conversation_context(self, user_id: str, turns: int = 40, **options: Any) -> ConversationContext:
-        return self.navigator.conversation_context(user_id, turns, **options)
+    def conversation_context(self, user_id: str, turns: int = CONTEXT_TURNS, *,
+                             thread_id: str | None = None) -> ConversationContext:
+        """The latest `turns` messages' worth of context: the uncovered turns raw, older ones as the
+        summaries that cover them, nothing counted twice."""
+        return self.navigator.conversation_context(user_id, turns, thread_id=thread_id)
 
-    def messages_range(self, user_id: str, start_seq: int, end_seq: int, **options: Any) -> list[MessageView]:
-        return self.navigator.messages_range(user_id, start_seq, end_seq, **options)
+    def messages_range(self, user_id: str, start_seq: int, end_seq: int, *,
+                       thread_id: str | None = None) -> list[MessageView]:
+        """Turns with start_seq <= seq < end_seq, in order: a stretch of the thread by position."""
+        return self.navigator.messages_range(user_id, start_seq, end_seq, thread_id=thread_id)
 
-    def substring_search(self, user_id: str, text: str, **options: Any) -> list[tuple[int, MessageView]]:
-        return self.navigator.substring_search(user_id, text, **options)
+    def substring_search(self, user_id: str, text: str, *, limit: int = SUBSTRING_LIMIT,
+                         thread_id: str | None = None) -> list[tuple[int, MessageView]]:
+        """Exact strings (order numbers, error codes, quotes) that ranked search may miss: turns holding
+        `text`, case-insensitive and literal, each with the offset of its first match."""
+        return self.navigator.substring_search(user_id, text, limit=limit, thread_id=thread_id)
 
     # Summaries, conversations and context -----------------------------------------------------
     def summarize_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Summary:
+        """A summary of the turns start_seq <= seq < end_seq, stored (kind "range") and searchable."""
         return self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
 
     def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
+        """The user's latest `limit` conversations across threads: titles, summaries, times and spans."""
         return self.summaries.list_recent_conversations(user_id, limit)
 
     def get_conversation(self, user_id: str, conversation_id: str) -> ConversationDetail:
@@ -364,10 +403,13 @@ class ConversationEngine:
         return replace(detail, messages=tuple(capped(m) for m in detail.messages))
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
+        """Make the next assemble_context use turns start_seq <= seq < end_seq instead of today's (once)."""
         self.store.get_user(user_id)
         self.context.request_slice(user_id, start_seq, end_seq)
 
     def assemble_context(self, user_id: str, *, max_tokens: int | None = None) -> ContextPayload:
+        """The context for the next model call: today's turns (or the requested slice) with today's and
+        yesterday's summaries, within `max_tokens` (default: the settings' budget)."""
         return self.context.default_payload(user_id, max_tokens=max_tokens)
 
     def index_status(self, user_id: str) -> dict[str, Any]:
@@ -379,14 +421,20 @@ class ConversationEngine:
                 "watermarks": dict(shard.manifest.watermarks), "model": shard.manifest.spec.model,
                 "schema_version": shard.manifest.spec.schema_version,
                 "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None,
-                "summaries": self.summaries.retry_status()}
+                "summaries": self.summary_retries()}
+
+    def summary_retries(self) -> dict[str, object]:
+        """Summaries whose summarizer failed and wait for a retry (the server's health check shows it)."""
+        return self.summaries.retry_status()
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
+        """Row counts per table (users, threads, messages, conversations, days, summaries), one user's or all."""
         if user_id is not None:
             self.store.get_user(user_id)
         return self.store.stats(user_id)
 
     def iter_users(self) -> Iterable[User]:
+        """Every user record (id and timezone)."""
         return iter(self.store.list_users())
 
     def list_threads(self, user_id: str) -> list[Thread]:
@@ -396,10 +444,13 @@ class ConversationEngine:
 
     # Days, as the web page reads them ------------------------------------------------------------
     def list_days(self, user_id: str, thread_id: str | None = None) -> list[DayEntry]:
+        """The thread's days that have messages, oldest first (the web page's calendar)."""
         return self.days.list_days(user_id, thread_id)
 
     def day_timeline(self, user_id: str, day_label: date, *, thread_id: str | None = None) -> DayTimeline:
+        """One day of the thread: its summary and every message, each marked with its covering summary."""
         return self.days.day_timeline(user_id, day_label, thread_id)
 
     def today(self, user_id: str) -> date:
+        """Today's date in the user's zone."""
         return self.days.today(user_id)

@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, cast
 
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError, storage_error
 from engine.locks import WriterLocks
-from engine.models import Message, NewMessage
+from engine.models import Message, NewMessage, Role
 from engine.query.navigation_results import VIEW_CAP_CHARS
 from engine.timeutil import read_iso
 from indexers.bm25 import Bm25Params
@@ -58,7 +58,8 @@ def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> N
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"message {index}: metadata must be an object")
     return NewMessage(
-        role=item.get("role"), content=item.get("content"),
+        # role and content are checked where every record is, by the Ingestor
+        role=cast(Role, item.get("role")), content=cast(str, item.get("content")),
         created_at=read_iso(created, field=f"message {index}: created_at") if isinstance(created, str) else created,
         message_id=item.get("message_id"), external_id=item.get("external_id"), speaker=item.get("speaker"),
         tools_used=tuple(tools), metadata=dict(metadata),

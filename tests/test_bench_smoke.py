@@ -83,7 +83,7 @@ def test_naive_agrees_with_the_engine_on_the_top_hit(small_engine, embedder) -> 
     naive = from_shard(shard)
     queries = make_queries(messages[::5], 8, seed=2)
     vectors = embedder.embed(queries)
-    ours = [int(run_scale.core_search(engine, shard, q, v)[0]) for q, v in zip(queries, vectors)]
+    ours = [int(run_scale.core_search(engine, q, v)[0]) for q, v in zip(queries, vectors)]
     theirs = [naive.search(q, v, k=6)[0].label for q, v in zip(queries, vectors)]
     assert sum(a == b for a, b in zip(ours, theirs)) >= 7, (ours, theirs)
 

@@ -107,7 +107,7 @@ def check(name: str, call: Callable[[], object]) -> None:
 SEARCH_OPTIONS = dict(
     limit=INTS, mode=st.sampled_from(["hybrid", "lexical", "vector"]), fusion=st.sampled_from(["weighted", "rrf"]),
     day=SPECIAL, recency_days=st.one_of(INTS, FLOATS), start=SPECIAL, end=SPECIAL, min_score=FLOATS,
-    kinds=st.lists(st.sampled_from(["summary", "message", "x"])), explain=st.booleans(), penalty=st.booleans())
+    kinds=st.lists(st.sampled_from(["summary", "message", "x"])), explain=st.booleans())
 
 
 @FUZZ

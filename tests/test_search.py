@@ -10,6 +10,7 @@ import pytest
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.errors import InvalidInputError, InvalidTimestampError
+from engine.evaluation.overrides import RankingOverrides
 
 pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
 
@@ -132,6 +133,24 @@ def test_overlapping_windows_never_return_a_message_twice(engine):
     assert len(ids) == len(set(ids)) and len(ids) > 5
 
 
+def test_an_experiments_settings_rank_its_searches_only(engine):
+    """RankingOverrides.settings reweigh one experiment's searches; the engine's own ranking is untouched."""
+    query = "which database did we choose and why"
+    experiment = engine.search_experiment("alice", query, RankingOverrides(settings={"vector_weight": 1.0,
+                                                                                     "lexical_weight": 0.0}),
+                                          kinds=("message",), explain=True)
+    assert experiment.results
+    production = engine.search("alice", query, kinds=("message",), explain=True)
+    same = engine.search_experiment("alice", query, RankingOverrides(), kinds=("message",), explain=True)
+    assert same.results == production.results  # no overrides: the production ranking, hit for hit
+    assert engine.settings.lexical_weight == AHEAD.lexical_weight > 0
+    assert [h.score for h in production.results] != [h.score for h in experiment.results]
+    with pytest.raises(InvalidInputError, match="unknown settings"):
+        engine.search_experiment("alice", query, RankingOverrides(settings={"vector_wieght": 1.0}))
+    with pytest.raises(InvalidInputError, match="reply_lift"):
+        engine.search_experiment("alice", query, RankingOverrides(settings={"reply_lift": -1.0}))
+
+
 def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
     with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
@@ -147,8 +166,14 @@ def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
         covered = [h for h in response.results if h.kind == "message" and h.covered_by_summary]
         assert covered and all(h.parts.penalty == pytest.approx(0.85) for h in covered)
         assert all(h.score == pytest.approx(h.parts.fused * 0.85, abs=1e-6) for h in covered)
-        unpenalised = engine.search("alice", "which database did we choose and why", explain=True, penalty=False)
+        # the ablation switch is an experiment's, outside the production signature
+        with pytest.raises(TypeError):
+            engine.search("alice", "which database did we choose and why", penalty=False)  # type: ignore[call-arg]
+        unpenalised = engine.search_experiment("alice", "which database did we choose and why",
+                                               RankingOverrides(penalty=False), explain=True)
         assert all(h.parts.penalty == 1.0 for h in unpenalised.results if h.kind == "message")
+        assert any(h.covered_by_summary and h.score == pytest.approx(h.parts.fused, abs=1e-6)
+                   for h in unpenalised.results)
         only_messages = engine.search("alice", "which database did we choose and why", limit=1)
         assert only_messages.results[0].kind == "message"  # limit 1 leaves no slot for a summary
 

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.evaluation.overrides import RankingOverrides
 from engine.evaluation.metrics import (as_slots, mean, ndcg, percentile, recall_all, recall_any, recall_fraction,
                                        reciprocal_rank)
 from engine.importers.locomo import LOCOMO_TIMEZONE, load_locomo, locomo_sessions, repair_evidence
@@ -312,6 +313,7 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
     step = bar("search") if bar else (lambda done, total: None)
     default_fusion = corpus.engine.settings.fusion
     label = config.label(default_fusion)
+    overrides = RankingOverrides(penalty=config.penalty, summary_context=config.summary_context)
     say(f"searching {len(corpus.items)} questions: {label}")
     per_item: list[tuple[int, dict[str, dict[str, float]]]] = []
     latencies: list[float] = []
@@ -320,9 +322,8 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
     for done, item in enumerate(corpus.items, start=1):
         step(done, len(corpus.items))
         began = time.perf_counter()
-        response = corpus.engine.search(item.user_id, item.question, limit=config.limit, kinds=config.kinds,
-                                        mode=config.mode, fusion=config.fusion, penalty=config.penalty,
-                                        summary_context=config.summary_context)
+        response = corpus.engine.search_experiment(item.user_id, item.question, overrides, limit=config.limit,
+                                                   kinds=config.kinds, mode=config.mode, fusion=config.fusion)
         latencies.append((time.perf_counter() - began) * 1000)
         modes[response.mode] += 1
         if response.notice:

@@ -7,42 +7,15 @@ messages under their summary (seed 003, 3.4) and shows the notes folded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Callable
 
-from engine.models import Summary, day_segment_id
-from engine.query.navigation_results import MessageView, message_view
+from engine.models import day_segment_id
+from engine.query.navigation_results import DayEntry, DayTimeline, TimelineEntry, message_view
 from engine.store.core import Store, continuous_thread_id
 from engine.timeutil import utcnow, zone
 
 __all__ = ["DayBrowser", "DayEntry", "DayTimeline", "TimelineEntry"]
-
-
-@dataclass(frozen=True, slots=True)
-class DayEntry:
-    """A day of the thread that has messages."""
-
-    day_label: date
-    day_segment_id: str
-    has_summary: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TimelineEntry:
-    message: MessageView
-    kind: str  # "turn" (conversation content) or "note" (a system message the engine appended)
-    covered_by: str | None  # id of a summary whose span holds the message; None when none does
-
-
-@dataclass(frozen=True, slots=True)
-class DayTimeline:
-    thread_id: str
-    day_label: date
-    timezone: str  # the user's: times on the page are shown in it
-    day_segment_id: str | None  # None when the day has no messages
-    summary: Summary | None  # the day's summary, None until the day is summarised
-    entries: tuple[TimelineEntry, ...]  # every message of the day, notes included, in seq order
 
 
 class DayBrowser:

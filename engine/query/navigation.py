@@ -18,6 +18,11 @@ from typing import Callable, Sequence
 from engine.errors import InvalidInputError
 from engine.models import DaySegment, Message, Summary, User
 from engine.query.navigation_results import (
+    AROUND_BEFORE_RATIO,
+    AROUND_COUNT,
+    CONTEXT_TURNS,
+    SINCE_LIMIT,
+    SUBSTRING_LIMIT,
     ConversationContext,
     DayView,
     MessageView,
@@ -107,7 +112,7 @@ class Navigator:
 
     # By time ---------------------------------------------------------------------------------
     def turns_since(self, user_id: str, timestamp: str | datetime, *, include_summaries: bool = True,
-                    limit: int = 1000, from_seq: int | None = None, thread_id: str | None = None) -> TurnsSince:
+                    limit: int = SINCE_LIMIT, from_seq: int | None = None, thread_id: str | None = None) -> TurnsSince:
         """Turns at or after `timestamp` in order, and the summaries whose span ends after it.
 
         At most `limit` turns; when more remain, `truncated` is set and the same call with
@@ -128,8 +133,8 @@ class Navigator:
             notice=self._future_notice(since),
         )
 
-    def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = 40,
-                     before_ratio: float = 0.5, thread_id: str | None = None) -> TurnsAround:
+    def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = AROUND_COUNT,
+                     before_ratio: float = AROUND_BEFORE_RATIO, thread_id: str | None = None) -> TurnsAround:
         """`int(count * ratio)` turns before the moment and the rest at or after it, in order.
 
         The ratio is a number from 0 to 1. When history has fewer turns on one side, that side is
@@ -150,7 +155,8 @@ class Navigator:
         )
 
     # Context ---------------------------------------------------------------------------------
-    def conversation_context(self, user_id: str, turns: int = 40, *, thread_id: str | None = None) -> ConversationContext:
+    def conversation_context(self, user_id: str, turns: int = CONTEXT_TURNS, *,
+                             thread_id: str | None = None) -> ConversationContext:
         """The latest `turns` messages' worth of context: raw uncovered turns, then summaries.
 
         With at least `turns` uncovered turns, the most recent of them. Otherwise all uncovered
@@ -189,7 +195,7 @@ class Navigator:
         _, thread = self._scope(user_id, thread_id)
         return [message_view(m) for m in self._turns(thread, "seq >= ? AND seq < ?", [start, end], limit=None)]
 
-    def substring_search(self, user_id: str, text: str, *, limit: int = 50,
+    def substring_search(self, user_id: str, text: str, *, limit: int = SUBSTRING_LIMIT,
                          thread_id: str | None = None) -> list[tuple[int, MessageView]]:
         """Turns containing `text` (case-insensitive, literal), in order, each with the character
         offset of its first match: `%`, `_`, quotes and regex syntax are plain text."""

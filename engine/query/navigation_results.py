@@ -17,12 +17,20 @@ __all__ = [
     "TurnsSince",
     "TurnsAround",
     "ConversationContext",
+    "DayEntry",
+    "TimelineEntry",
+    "DayTimeline",
     "message_view",
     "summary_view",
 ]
 
 
 VIEW_CAP_CHARS = 20_000  # characters of one message a view returns (as much as the index reads)
+# The navigation calls' defaults, written once: the Navigator, the facade and the remote client use them.
+SINCE_LIMIT = 1000  # turns_since: turns per answer (the rest by from_seq=next_seq)
+AROUND_COUNT, AROUND_BEFORE_RATIO = 40, 0.5  # turns_around: turns in the window, and the share before the moment
+CONTEXT_TURNS = 40  # conversation_context: messages' worth of context
+SUBSTRING_LIMIT = 50  # substring_search: matching turns per answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +129,30 @@ def summary_view(summary: Summary, message_count: int, ends_at: datetime | None,
         day_label=summary.day_label, conversation_id=summary.conversation_id, ends_at=ends_at,
         updated_at=summary.updated_at, overlap=overlap,
     )
+
+
+# Days as the web page reads them (engine.query.days) --------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DayEntry:
+    """A day of the thread that has messages."""
+
+    day_label: date
+    day_segment_id: str
+    has_summary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    message: MessageView
+    kind: str  # "turn" (conversation content) or "note" (a system message the engine appended)
+    covered_by: str | None  # id of a summary whose span holds the message; None when none does
+
+
+@dataclass(frozen=True, slots=True)
+class DayTimeline:
+    thread_id: str
+    day_label: date
+    timezone: str  # the user's: times on the page are shown in it
+    day_segment_id: str | None  # None when the day has no messages
+    summary: Summary | None  # the day's summary, None until the day is summarised
+    entries: tuple[TimelineEntry, ...]  # every message of the day, notes included, in seq order

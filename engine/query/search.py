@@ -27,7 +27,8 @@ from engine.models import Summary, day_segment_id
 from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_named_speakers, fuse, lift_replies,
                             merge_summaries_first, message_scores, names_speaker, own_lexical, own_scores, passes_floor,
                             tie_break_key)
-from engine.query.search_types import LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode, SearchResponse
+from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
+                                       SearchResponse)
 from engine.query.summary_index import Coverage, Spans, SummaryIndex
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder
@@ -38,7 +39,6 @@ from indexers.shard import Shard
 
 __all__ = ["Searcher"]
 
-KINDS = ("summary", "message")
 _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
 WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
@@ -67,7 +67,7 @@ class Searcher:
         self.query_embedder = query_embedder
 
     def search(self, user_id: str, query: str, *, day=None, recency_days=None, start=None, end=None,
-               limit: int = 6, min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
+               limit: int = DEFAULT_LIMIT, min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
                mode: SearchMode | None = None, fusion: str | None = None, penalty: bool = True,
                summary_context: bool = True) -> SearchResponse:
         """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
@@ -124,7 +124,7 @@ class Searcher:
     def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
                       summaries: "_ScoredSummaries | None") -> list[SearchHit]:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
-        depth = max(self.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
+        depth = self._depth(limit)
         with shard.lock:
             found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
             if not len(found.labels):
@@ -187,6 +187,20 @@ class Searcher:
             created_at=card.created_at, role=card.role, speaker=card.speaker,
             first_message_id=chunk.message_ids[0], last_message_id=chunk.message_ids[-1], parts=parts,
         )
+
+    def top_windows(self, user_id: str, query: str, vector: np.ndarray, *, limit: int) -> np.ndarray:
+        """Diagnostic (benchmarks): the best windows' labels from the candidate lists and their fusion
+        alone, hybrid with `vector` as the query's; no filters, messages, citations or store reads."""
+        shard = self.pipeline.shard(user_id)
+        q = _Query(query, shard.tokenizer.tokenize(query), vector, "hybrid", self.settings.fusion)
+        with shard.lock:
+            found = window_candidates(shard, q.tokens, q.vector, q.mode, None, self._depth(limit))
+        fused = self._fuse(found.raw, found.matched, found.cosine, q)
+        return found.labels[np.argsort(-fused.fused, kind="stable")[:limit]]
+
+    def _depth(self, limit: int) -> int:
+        """How deep each candidate list is taken for `limit` results."""
+        return max(self.settings.candidate_depth, WINDOWS_PER_RESULT * limit)
 
     def _fuse(self, raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, q: _Query) -> FusedScores:
         return fuse(raw, matched, cosine, mode=q.mode, fusion=q.fusion, vector_weight=self.settings.vector_weight,

@@ -8,10 +8,12 @@ from typing import Literal
 
 from engine.query.ranking import ScoreParts
 
-__all__ = ["SearchHit", "SearchResponse", "SearchMode", "LIMIT_RANGE", "MAX_QUERY_CHARS"]
+__all__ = ["SearchHit", "SearchResponse", "SearchMode", "LIMIT_RANGE", "DEFAULT_LIMIT", "KINDS", "MAX_QUERY_CHARS"]
 
 SearchMode = Literal["hybrid", "lexical", "vector"]
 LIMIT_RANGE = (1, 20)
+DEFAULT_LIMIT = 6  # results when the caller does not say
+KINDS = ("summary", "message")  # what a search returns unless `kinds` narrows it
 MAX_QUERY_CHARS = 4096
 
 

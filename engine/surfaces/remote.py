@@ -10,15 +10,19 @@ records; errors come back as the same ConvsearchError subclasses, with the serve
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import httpx
 
 from engine.config import Settings
-from engine.errors import ConvsearchError, ServerUnavailableError
+from engine.errors import ConvsearchError, InvalidInputError, ServerUnavailableError
+from engine.models import NewMessage
+from engine.query.navigation_results import (AROUND_BEFORE_RATIO, AROUND_COUNT, CONTEXT_TURNS, SINCE_LIMIT, SUBSTRING_LIMIT)
+from engine.query.search_types import DEFAULT_LIMIT, KINDS, SearchMode
 from engine.surfaces.runtime import running_server
+from engine.surfaces.serialize import to_jsonable
 
 T = TypeVar("T")
 
@@ -47,7 +51,23 @@ def _error_classes(base: type[ConvsearchError] = ConvsearchError) -> dict[str, t
 
 
 def _given(**options: Any) -> dict[str, Any]:
-    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in options.items() if v is not None}
+    return {k: (v.isoformat() if isinstance(v, (date, datetime)) else v) for k, v in options.items() if v is not None}
+
+
+def _message(item: NewMessage | Mapping[str, Any]) -> dict[str, Any]:
+    """A message as the HTTP API takes it: a record's fields that are set (turns only), or the caller's dict."""
+    if not isinstance(item, NewMessage):
+        return dict(item)
+    if item.kind != "turn":
+        raise InvalidInputError(f"only turns are ingested over HTTP, not {item.kind!r} messages")
+    return {k: v for k, v in to_jsonable(item).items() if k != "kind" and v not in (None, [], {})}
+
+
+def _local_only(option: str, value: object) -> None:
+    """An option the HTTP API does not take: refused, not dropped, so no call silently means another."""
+    if value is not None:
+        raise InvalidInputError(f"{option} is not offered over HTTP: leave it out, or stop the server and use the "
+                                "store directly")
 
 
 class RemoteEngine:
@@ -99,9 +119,9 @@ class RemoteEngine:
     def add_user(self, user_id: str, timezone: str | None = None) -> Any:
         return self._call("/users", _given(user_id=user_id, timezone=timezone))
 
-    def ingest(self, user_id: str, messages: Sequence[Any], *, thread_id: str | None = None,
-               index: bool | None = None) -> Any:
-        body = _given(user_id=user_id, messages=[dict(m) for m in messages], thread_id=thread_id, index=index)
+    def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *, thread_id: str | None = None,
+               index: bool = True) -> Any:
+        body = _given(user_id=user_id, messages=[_message(m) for m in messages], thread_id=thread_id, index=index)
         return self._call("/messages", body)
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
@@ -128,31 +148,48 @@ class RemoteEngine:
     def stats(self, user_id: str | None = None) -> Any:
         return self._call("/stats", _given(user_id=user_id))
 
-    def delete(self, user_id: str, **which: Any) -> Any:
-        return self._call("/delete", _given(user_id=user_id, **which))
+    def delete(self, user_id: str, *, message_ids: Sequence[str] | None = None, conversation_id: str | None = None,
+               all_of_user: bool = False) -> Any:
+        return self._call("/delete", _given(user_id=user_id, message_ids=None if message_ids is None else list(message_ids),
+                                            conversation_id=conversation_id, all_of_user=all_of_user))
 
     # Search and navigation -----------------------------------------------------------------------
-    def search(self, user_id: str, query: str, **options: Any) -> Any:
-        return self._call("/conversation/search", _given(user_id=user_id, query=query, **options))
+    def search(self, user_id: str, query: str, *, day: str | date | None = None, recency_days: float | None = None,
+               start: str | datetime | None = None, end: str | datetime | None = None, limit: int = DEFAULT_LIMIT,
+               min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
+               mode: SearchMode | None = None, fusion: str | None = None) -> Any:
+        _local_only("mode", mode)
+        return self._call("/conversation/search", _given(
+            user_id=user_id, query=query, day=day, recency_days=recency_days, start=start, end=end, limit=limit,
+            min_score=min_score, kinds=list(kinds), explain=explain, fusion=fusion))
 
-    def get(self, user_id: str, **which: Any) -> Any:
-        return self._call("/conversation/get", {"user_id": user_id, **which})
+    def get(self, user_id: str, *, message_id: str | None = None, day_segment_id: str | None = None,
+            from_message_id: str | None = None, to_message_id: str | None = None, offset: int | None = None) -> Any:
+        return self._call("/conversation/get", _given(
+            user_id=user_id, message_id=message_id, day_segment_id=day_segment_id, from_message_id=from_message_id,
+            to_message_id=to_message_id, offset=offset))
 
-    def turns_since(self, user_id: str, timestamp: str | datetime, **options: Any) -> Any:
-        return self._call("/get_turns_since", _given(user_id=user_id, timestamp=timestamp, **options))
+    def turns_since(self, user_id: str, timestamp: str | datetime, *, include_summaries: bool = True,
+                    limit: int = SINCE_LIMIT, from_seq: int | None = None, thread_id: str | None = None) -> Any:
+        return self._call("/get_turns_since", _given(user_id=user_id, timestamp=timestamp, include_summaries=include_summaries,
+                                                     limit=limit, from_seq=from_seq, thread_id=thread_id))
 
-    def turns_around(self, user_id: str, timestamp: str | datetime, **options: Any) -> Any:
-        return self._call("/get_turns_around", _given(user_id=user_id, timestamp=timestamp, **options))
+    def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = AROUND_COUNT,
+                     before_ratio: float = AROUND_BEFORE_RATIO, thread_id: str | None = None) -> Any:
+        return self._call("/get_turns_around", _given(user_id=user_id, timestamp=timestamp, count=count,
+                                                      before_ratio=before_ratio, thread_id=thread_id))
 
-    def conversation_context(self, user_id: str, turns: int | None = None, *, thread_id: str | None = None) -> Any:
+    def conversation_context(self, user_id: str, turns: int = CONTEXT_TURNS, *, thread_id: str | None = None) -> Any:
         return self._call("/get_conversation_context", _given(user_id=user_id, turns=turns, thread_id=thread_id))
 
     def messages_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Any:
         return self._call("/messages/range", _given(user_id=user_id, start_seq=start_seq, end_seq=end_seq,
                                                     thread_id=thread_id))
 
-    def substring_search(self, user_id: str, text: str, **options: Any) -> list[tuple[int, Any]]:
-        found = self._call("/search_session_history", _given(user_id=user_id, text=text, **options))
+    def substring_search(self, user_id: str, text: str, *, limit: int = SUBSTRING_LIMIT,
+                         thread_id: str | None = None) -> list[tuple[int, Any]]:
+        found = self._call("/search_session_history", _given(user_id=user_id, text=text, limit=limit,
+                                                             thread_id=thread_id))
         return [(match["offset"], match["message"]) for match in found]
 
     # Summaries, conversations, context ---------------------------------------------------------
@@ -163,20 +200,22 @@ class RemoteEngine:
     def summarize(self, user_id: str | None = None, *, since: str | None = None) -> Any:
         return self._call("/summarize", _given(user_id=user_id, since=since), timeout=None)
 
-    def finalize_days(self, user_id: str | None = None) -> Any:
+    def finalize_days(self, user_id: str | None = None, *, now: datetime | None = None) -> Any:
+        _local_only("now", now)  # the server closes days by its own clock
         return self._call("/summarize/finalize", _given(user_id=user_id), timeout=None)
 
-    def regenerate_day_summary(self, user_id: str, day_label: str, *, thread_id: str | None = None) -> Any:
-        return self._call(f"/days/{day_label}/summary", _given(user_id=user_id, thread_id=thread_id))
+    def regenerate_day_summary(self, user_id: str, day_label: str | date, *, thread_id: str | None = None) -> Any:
+        day = day_label.isoformat() if isinstance(day_label, date) else day_label
+        return self._call(f"/days/{day}/summary", _given(user_id=user_id, thread_id=thread_id))
 
-    def list_conversations(self, user_id: str, limit: int | None = None) -> Any:
+    def list_conversations(self, user_id: str, limit: int = 10) -> Any:
         return self._call("/conversations/list", _given(user_id=user_id, limit=limit))
 
     def get_conversation(self, user_id: str, conversation_id: str) -> Any:
         return self._call("/conversations/get", {"user_id": user_id, "conversation_id": conversation_id})
 
-    def end_conversation(self, user_id: str, reason: str | None = None) -> Any:
-        return self._call("/conversation/end", _given(user_id=user_id, reason=reason))["summary"]
+    def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Any:
+        return self._call("/conversation/end", _given(user_id=user_id, reason=reason, thread_id=thread_id))["summary"]
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         self._call("/context/slice", {"user_id": user_id, "start_seq": start_seq, "end_seq": end_seq})

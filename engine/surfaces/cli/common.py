@@ -12,7 +12,6 @@ from engine.config import data_dir
 from engine.errors import InvalidInputError, StoreLockedError
 from engine.surfaces.remote import RemoteEngine, connect
 from engine.surfaces.runtime import running_server
-from engine.store.core import STORE_FILENAME
 
 __all__ = ["open_engine", "open_local", "refuse_beside_server", "progress_bar"]
 
@@ -38,7 +37,7 @@ def _local(args: argparse.Namespace, *, vectors: bool, create: bool) -> Conversa
     """Only commands that fill a store (`create`: ingest, demo, serve) may start a new one: a
     mistyped --home is an error, not a fresh empty store."""
     home = data_dir(args.home)
-    if not create and not (home / STORE_FILENAME).is_file():
+    if not create and not ConversationEngine.holds_data(home):
         raise InvalidInputError(f"no convsearch data in {home}: check --home or CONVSEARCH_HOME, or create it "
                                 "with `convsearch ingest FILE`")
     return ConversationEngine(home, embedder="auto" if vectors else None)

@@ -12,7 +12,6 @@ from typing import Any
 
 from engine.surfaces.cli.common import open_engine, open_local
 from engine.surfaces.cli.output import emit
-from engine.maintenance.doctor import diagnose, repair
 from engine.errors import ConvsearchError
 
 __all__ = ["register", "doctor", "delete"]
@@ -37,12 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
     """Print the report (and what was repaired); problems left over exit 2 with one line on stderr."""
     with open_local(args, "doctor" + (" --repair" if args.repair else "")) as engine:
-        report = diagnose(engine)
+        report = engine.diagnose()
         if not args.repair:
             result: dict[str, Any] = {"ok": report.ok, "report": report}
             remaining = report
         else:
-            repaired = repair(engine, report)
+            repaired = engine.repair(report)
             remaining = repaired.remaining
             result = {"ok": remaining.ok, "before": report, "repaired": repaired}
     if remaining.ok:

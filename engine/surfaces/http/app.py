@@ -10,7 +10,6 @@ one user (engine.surfaces.http.auth).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import tempfile
 from contextlib import asynccontextmanager, nullcontext
@@ -28,7 +27,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
-from engine.surfaces.http.background import Maintainer
+from engine.surfaces.http.background import Scheduler, serving_jobs
 from engine.errors import ConvsearchError, InvalidInputError
 from engine.surfaces.http.auth import MCP_PATH, Auth, error_response
 from engine.surfaces.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
@@ -68,10 +67,10 @@ open_router = APIRouter()
 @open_router.get("/healthz")
 def healthz(request: Request) -> HealthOut:
     """Liveness probe; never needs the token. `details` shows background work and its failures."""
-    maintainer: Maintainer | None = getattr(request.app.state, "maintainer", None)
-    details: dict[str, Any] = {"summaries": _engine(request).summaries.retry_status()}
-    if maintainer is not None:
-        details["index"] = {"steps": maintainer.steps, "last_error": maintainer.last_error}
+    scheduler: Scheduler | None = getattr(request.app.state, "scheduler", None)
+    details: dict[str, Any] = {"summaries": _engine(request).summary_retries()}
+    if scheduler is not None and (job := scheduler.jobs.get("index")) is not None:
+        details["index"] = {"steps": job.steps, "last_error": job.last_error}
     return HealthOut(status="ok", details=details)
 
 
@@ -330,49 +329,28 @@ def _checks_itself(path: str) -> bool:
     return is_web_path(path) or path == DOCS_PATH or path.startswith(STATIC_PREFIX)
 
 
-@asynccontextmanager
-async def _finalizing(engine: ConversationEngine) -> AsyncIterator[None]:
-    """The scheduled close while serving: `finalize_days` every `finalize_every_minutes` (0: off)."""
-    minutes = engine.settings.finalize_every_minutes
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(minutes * 60)
-            try:
-                await asyncio.to_thread(engine.finalize_days)
-            except Exception:  # the next tick tries again; serving goes on
-                log.exception("summary.finalize_failed")
-
-    task = asyncio.create_task(tick()) if minutes > 0 else None
-    try:
-        yield
-    finally:
-        if task is not None:
-            task.cancel()
-
-
 # The app ----------------------------------------------------------------------------------------
 def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain: bool = True,
                url: str | None = None) -> FastAPI:
     """The HTTP app over one engine, with MCP at /mcp (the caller owns the engine and closes it).
 
-    While the app runs (its lifespan), MCP sessions are served; with `maintain`, the background
-    step embeds what has no vector yet and saves changed shards (engine.surfaces.http.background); with `url`,
-    the data directory's server.json says where the server listens (engine.surfaces.runtime)."""
+    While the app runs (its lifespan), MCP sessions are served and the scheduled close runs every
+    finalize_every_minutes; with `maintain`, the background step embeds what has no vector yet and
+    saves changed shards (both: engine.surfaces.http.background); with `url`, the data directory's
+    server.json says where the server listens (engine.surfaces.runtime)."""
     from engine.surfaces.mcp.http import McpSessions
 
     sessions = McpSessions(engine, host=host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.maintainer = Maintainer(engine, engine.settings.index_interval_s).start() if maintain else None
+        app.state.scheduler = Scheduler(serving_jobs(engine, maintain=maintain)).start()
         try:
-            async with sessions.running(), _finalizing(engine):
+            async with sessions.running():
                 with advertised(engine.home, url) if url else nullcontext():
                     yield
         finally:
-            if app.state.maintainer is not None:
-                await run_in_threadpool(app.state.maintainer.stop)
+            await run_in_threadpool(app.state.scheduler.stop)
 
     token = engine.settings.api_token
     app = FastAPI(title="convsearch", version="0.1.0", description=(__doc__ or "").strip(), lifespan=lifespan,

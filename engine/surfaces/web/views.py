@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from engine.query.days import TimelineEntry
+from engine.query.navigation_results import TimelineEntry
 from engine.errors import InvalidInputError
 
 __all__ = ["Block", "Row", "DayCell", "Section", "sections", "plain", "pick_day", "fold", "row_of", "highlight",

@@ -1,0 +1,41 @@
+"""What the bulk paths and the scheduled close apply after a write: retention, then the summary
+policy once per stale day and ended conversation (`ConversationEngine` calls these under its lock)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Sequence
+
+from engine.models import Summary
+from engine.summaries.policy import SummarizeReport
+
+if TYPE_CHECKING:
+    from engine.api import ConversationEngine
+
+__all__ = ["apply_retention", "summarize_users"]
+
+
+def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) -> None:
+    """With max_conversations_retained set, the oldest ended conversations go, with all derived."""
+    keep = engine.settings.max_conversations_retained
+    if keep is None:
+        return
+    for old in engine.store.timeline.conversations(thread_id, ended_only=True)[keep:]:
+        engine.deleter.delete_conversation(user_id, old.conversation_id)
+
+
+def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: date | None,
+                    now: datetime | None = None, last_only: bool = False) -> SummarizeReport:
+    """Idle conversations end, retention applies (no summary is written for what goes), then each
+    stale day and ended conversation is summarised once, days already over closed."""
+    moment = now or engine.clock()
+    written: list[Summary] = []
+    ended = 0
+    for user in users:
+        threads = engine.store.threads_of(user)
+        ended += sum(engine.summaries.end_idle(t.thread_id, moment) for t in threads)
+        for thread in engine.store.threads_of(user):
+            apply_retention(engine, user, thread.thread_id)
+        for thread in threads:
+            written += engine.summaries.close_days(user, thread.thread_id, moment, since=since, last_only=last_only)
+    return SummarizeReport.of(users, written, ended)
