@@ -1,14 +1,21 @@
-"""Layer boundaries, checked on the source: `indexers` never reaches the query layer or a surface."""
+"""Layer boundaries, checked on the source: `indexers` never reaches the query layer or a surface,
+and only the store runs SQL."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What indexers may use of the engine: its lowest layer (errors, records, settings, the store).
 ALLOWED_FOR_INDEXERS = ("engine.errors", "engine.models", "engine.config", "engine.timeutil", "engine.store")
 SURFACES = "engine.surfaces"
+STORE = "engine.store"
+# What running SQL looks like from outside: the database's methods, the driver, a statement's text.
+SQL_CALLS = frozenset({"execute", "executemany", "fetch_arrow", "insert_arrow", "sql"})
+SQL_MODULES = ("duckdb", "engine.store.db")
+SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH)\s")
 
 
 def within(name: str, layers: str | tuple[str, ...]) -> bool:
@@ -60,3 +67,32 @@ def test_the_web_page_reads_through_the_facade_only():
     offenders = {f"{p.relative_to(ROOT)} imports {n}" for p in (ROOT / "engine" / "surfaces" / "web").rglob("*.py")
                  for n in imports_of(p) if within(n, below)}
     assert not offenders, sorted(offenders)
+
+
+def sql_of(path: Path) -> set[str]:
+    """Where a module runs SQL: a database call, an import of the driver or the database, SQL text."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {f"imports {name}" for name in imports_of(path) if within(name, SQL_MODULES)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            found.add(f"line {node.lineno} calls .{node.func.attr}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+            found.add(f"line {node.lineno} holds SQL {node.value.strip()[:30]!r}")
+    return found
+
+
+def test_only_the_store_runs_sql():
+    """The store owns the SQL (engine/store/, the embedding cache included): every other module asks it."""
+    modules = [p for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")]
+               if not within(module_of(p), STORE)]
+    offenders = {f"{p.relative_to(ROOT)} {what}" for p in modules for what in sql_of(p)}
+    assert not offenders, sorted(offenders)
+
+
+def test_the_sql_check_sees_sql(tmp_path: Path):
+    """The check above must be able to fail: it finds each form of SQL in a module."""
+    module = tmp_path / "m.py"
+    module.write_text("import duckdb\nfrom engine.store.db import Database\n"
+                      "def f(store):\n    return store.db.execute(f'SELECT 1 FROM {store}')\n", encoding="utf-8")
+    assert {w.split(" ", 2)[-1] if w.startswith("line") else w for w in sql_of(module)} == {
+        "imports duckdb", "imports engine.store.db", "calls .execute()", "holds SQL 'SELECT 1 FROM'"}

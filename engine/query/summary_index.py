@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.models import Summary
 from indexers.bm25 import Bm25Index
-from indexers.embedding_cache import content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text"]
@@ -119,7 +119,7 @@ class SummaryIndex:
             self._entries.pop(user_id, None)
 
     def _entry(self, user_id: str, *, with_vectors: bool) -> _Entry:
-        fingerprint = (self.pipeline.store.timeline.revision,)
+        fingerprint = (self.pipeline.store.timeline.revision(user_id),)
         with self._lock:
             entry = self._entries.get(user_id)
             if entry is None or entry.fingerprint != fingerprint or (with_vectors and entry.vectors is None and entry.summaries):

@@ -194,7 +194,7 @@ class SummaryService:
         label = segment.day_label
         summary = self._build(day_summary_id(segment.thread_id, label), user_id, "day", turns, markdown,
                               title=f"Day summary {label.isoformat()}", day_label=label)
-        with self.store.db.transaction():
+        with self.store.transaction():
             self.store.timeline.upsert_summary(summary)
             self.store.timeline.set_day_summary(segment.day_segment_id, markdown, summary.updated_at)
             self._append_note(user_id, segment.thread_id, DAY_NOTE_PREFIX + label.isoformat())
@@ -291,7 +291,7 @@ class SummaryService:
         brief = self._brief(user_id, markdown, turns)
         summary = self._build(conversation_summary_id(conversation.thread_id, conversation_id), user_id,
                               "conversation", turns, markdown, title=title, conversation_id=conversation_id)
-        with self.store.db.transaction():
+        with self.store.transaction():
             self.store.timeline.upsert_summary(summary)
             self.store.timeline.set_conversation_summary(conversation_id, title, brief)
         log.info("summary.conversation_updated conversation_id=%s messages=%d", conversation_id, len(turns))
