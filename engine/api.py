@@ -112,7 +112,8 @@ class ConversationEngine:
             log.info("ingest user=%s lexical index updated", user_id)
             if index:
                 self.pipeline.embed_pending(user_id)
-                log.info("ingest user=%s new messages embedded", user_id)
+                self.summary_index.embed_pending(user_id)
+                log.info("ingest user=%s new messages and summaries embedded", user_id)
         return result
 
     def _apply_retention(self, user_id: str, thread_id: str) -> None:
@@ -158,7 +159,9 @@ class ConversationEngine:
     def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
         """End the open conversation; it gets a title and summary when a summarizer is configured."""
         with self._writing(user_id):
-            return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+            summary = self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+            self.summary_index.embed_pending(user_id)
+        return summary
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
@@ -192,6 +195,7 @@ class ConversationEngine:
             report = self._summarize_users(users, since=day)
             for user in users:
                 self.pipeline.update_lexical(user)  # the engine's notes are messages too
+                self.summary_index.embed_pending(user)
         return report
 
     def finalize_days(self, user_id: str | None = None, *, now: datetime | None = None) -> SummarizeReport:
@@ -202,6 +206,7 @@ class ConversationEngine:
             report = self._summarize_users(users, since=None, now=now or self.clock(), last_only=True)
             for user in users:
                 self.pipeline.update_lexical(user)
+                self.summary_index.embed_pending(user)
         return report
 
     def regenerate_day_summary(self, user_id: str, day_label: str | date, *, thread_id: str | None = None) -> Summary:
@@ -210,6 +215,7 @@ class ConversationEngine:
         with self._writing(user_id):
             summary = self.summaries.regenerate_day(user_id, day, thread_id=thread_id)
             self.pipeline.update_lexical(user_id)
+            self.summary_index.embed_pending(user_id)
         return summary
 
     def _summarize_users(self, users: Sequence[str], *, since, now: datetime | None = None,
@@ -251,6 +257,7 @@ class ConversationEngine:
             with self._writing(user):
                 log.info("index user=%s: embedding messages without vectors", user)
                 reports.append(self.pipeline.index(user, progress=progress))
+                self.summary_index.embed_pending(user)
         return reports
 
     def reindex(self, user_id: str | None = None, *, progress=None) -> list[IndexReport]:
@@ -263,6 +270,7 @@ class ConversationEngine:
                 # summaries' vectors stay cached: their index is rebuilt from the cache, not re-embedded
                 self.deleter.forget_unused_vectors(user)
                 self.summary_index.forget(user)
+                self.summary_index.embed_pending(user)
         return reports
 
     def reindex_on_ray(self, user_id: str | None = None, *, address: str | None = None,
@@ -294,8 +302,9 @@ class ConversationEngine:
 
     def maintain(self) -> list[str]:
         """One background step of a server: users whose index changed since its last save, is behind
-        the store, or has messages without vectors get `index` (embed, then save). A restart then
-        replays at most one step's worth. Returns the users indexed."""
+        the store, or has messages without vectors get `index` (embed, then save), and summaries
+        without vectors are embedded. A restart then replays at most one step's worth. Returns the
+        users indexed or whose summaries were embedded."""
         with self.write_lock:
             self.summaries.retry_failed()
             imported, self._to_check = self._to_check, set()
@@ -303,9 +312,12 @@ class ConversationEngine:
         candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
         done = []
         for user in sorted(candidates):
-            if self.pipeline.needs_index(user):
+            needs_index = self.pipeline.needs_index(user)
+            if needs_index or self.summary_index.embeds_pending(user):
                 with self._writing(user):  # blocks this user's writes only
-                    self.pipeline.index(user)
+                    if needs_index:
+                        self.pipeline.index(user)
+                    self.summary_index.embed_pending(user)
                 done.append(user)
         return done
 
@@ -353,7 +365,9 @@ class ConversationEngine:
 
     # Summaries, conversations and context -----------------------------------------------------
     def summarize_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Summary:
-        return self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
+        summary = self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
+        self.summary_index.embed_pending(user_id)
+        return summary
 
     def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
         return self.summaries.list_recent_conversations(user_id, limit)

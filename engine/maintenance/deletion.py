@@ -12,8 +12,7 @@ from typing import Sequence
 from engine.errors import InvalidInputError
 from engine.models import Message
 from engine.store.core import Store
-from engine.query.summary_index import SummaryIndex, summary_text
-from engine.store.embedding_cache import content_hash
+from engine.query.summary_index import SummaryIndex, summary_key
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["Deleter"]
@@ -48,8 +47,7 @@ class Deleter:
         if self.pipeline.cache is None:
             return
         live = self.pipeline.live_hashes(user_id)
-        live.update(content_hash(summary_text(s))
-                    for s in self.store.timeline.summaries_of_user(user_id))
+        live.update(summary_key(s) for s in self.store.timeline.summaries_of_user(user_id))
         self.pipeline.cache.keep_only(user_id, live)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
@@ -80,6 +78,5 @@ class Deleter:
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
         if self.pipeline.cache is not None and touched:
-            hashes = [content_hash(summary_text(s)) for s in touched]
-            self.pipeline.cache.forget(user_id, hashes)
+            self.pipeline.cache.forget(user_id, [summary_key(s) for s in touched])
         self.pipeline.forget_messages(user_id, thread_id, set(seqs))
