@@ -29,7 +29,6 @@ from engine.summaries.policy import ConversationDetail, SummarizeReport, Summary
 from engine.summaries.summarizers import make_summarizer
 from engine.query.summary_index import SummaryIndex
 from engine.timeutil import parse_day, utcnow
-from engine.query.tokens import TokenCounter
 from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
 from indexers.pipeline import IndexPipeline, IndexReport
 
@@ -58,7 +57,7 @@ class ConversationEngine:
         self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
                                  query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
         self.navigator = Navigator(self.store, clock=clock)
-        counter = TokenCounter()
+        counter = self.pipeline.counter  # one word memo for windows and prompt budgets
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
                                         ingestor=self.ingestor, counter=counter)
         self.context = ContextAssembler(self.store, counter, self.settings, clock=clock)

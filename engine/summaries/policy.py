@@ -29,8 +29,8 @@ from engine.store.core import Store
 from engine.summaries.summarizers import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
 from engine.summaries.retries import RetryQueue, SummaryJob
 from engine.timeutil import utcnow, zone
-from engine.query.tokens import TokenCounter
 from engine.validation import seq_range, whole_number
+from indexers.wordpieces import WordPieceCounter
 
 __all__ = [
     "SummaryService",
@@ -89,14 +89,14 @@ class SummarizeReport:
 class SummaryService:
     def __init__(self, store: Store, summarizer: Summarizer | None, settings: Settings, *,
                  clock: Callable[[], datetime] = utcnow, ingestor: Ingestor | None = None,
-                 counter: TokenCounter | None = None) -> None:
+                 counter: WordPieceCounter | None = None) -> None:
         self.store = store
         self.summarizer = summarizer
         self.settings = settings
         self.clock = clock
         self.ingestor = ingestor or Ingestor(
             store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
-        self.counter = counter or TokenCounter()
+        self.counter = counter or WordPieceCounter()
         self.retries = RetryQueue()
 
     # On request --------------------------------------------------------------------------------
