@@ -22,6 +22,7 @@ from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadE
 from engine.models import Message, Thread, User
 from engine.store.rows import MESSAGE_COLUMNS, message_from_row, naive_utc, thread_from_row, user_from_row
 from engine.store.timeline import Timeline
+from engine.text_rules import id_problem
 from engine.timeutil import utcnow, zone
 
 __all__ = ["Store", "STORE_FILENAME", "continuous_thread_id"]
@@ -292,5 +293,6 @@ class Store:
 
 
 def _check_id(name: str, value: object) -> None:
-    if not isinstance(value, str) or not value.strip() or len(value) > 256 or any(ord(c) < 32 for c in value):
-        raise InvalidInputError(f"{name} must be a non-empty string of at most 256 printable characters, got {value!r}")
+    problem = id_problem(name, value)
+    if problem:
+        raise InvalidInputError(problem)
