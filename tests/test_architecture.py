@@ -96,3 +96,14 @@ def test_the_sql_check_sees_sql(tmp_path: Path):
                       "def f(store):\n    return store.db.execute(f'SELECT 1 FROM {store}')\n", encoding="utf-8")
     assert {w.split(" ", 2)[-1] if w.startswith("line") else w for w in sql_of(module)} == {
         "imports duckdb", "imports engine.store.db", "calls .execute()", "holds SQL 'SELECT 1 FROM'"}
+
+
+def test_only_the_store_bumps_a_users_summary_revision():
+    """Summary indexes key on the store's per-user revision: a bump from outside could miss a write."""
+    offenders = {
+        f"{p.relative_to(ROOT)} line {node.lineno}"
+        for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")] if not within(module_of(p), STORE)
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "summaries_changed"
+    }
+    assert not offenders, sorted(offenders)
