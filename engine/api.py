@@ -297,6 +297,8 @@ class ConversationEngine:
             for rebuilt in report.rebuilt if here else ():
                 self.deleter.forget_unused_vectors(rebuilt.user_id)
                 self.summary_index.forget(rebuilt.user_id)
+            for user in users:  # summaries' vectors live in this store's cache, whichever storage took the shards
+                self.summary_index.embed_pending(user)
         return report
 
     def maintain(self) -> list[str]:

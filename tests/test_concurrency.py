@@ -176,7 +176,7 @@ def test_a_second_writer_process_gets_store_locked(engine: ConversationEngine) -
     code, message = done.stdout.splitlines()[:2]
     assert done.returncode == 0 and code == "store_locked 423", done.stderr
     assert "open for writing in another process" in message
-    cli = subprocess.run([sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())",
+    cli = subprocess.run([sys.executable, "-c", "from engine.surfaces.cli import main; raise SystemExit(main())",
                           "--home", str(engine.home), "stats"], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 6 and "Traceback" not in cli.stderr
     assert cli.stderr.startswith("convsearch: error [store_locked]: the store") and "one writer" in cli.stderr
