@@ -14,7 +14,7 @@ import numpy as np
 from engine.config import Settings, data_dir
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
-from engine.maintenance.closing import apply_retention, summarize_users
+from engine.maintenance.closing import apply_retention, catch_up, summarize_users
 from engine.maintenance.deletion import Deleter
 from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
 from engine.maintenance.ray_reindex import rebuild_on_ray
@@ -36,7 +36,6 @@ from engine.summaries.policy import ConversationDetail, SummarizeReport, Summary
 from engine.summaries.summarizers import make_summarizer
 from engine.query.summary_index import SummaryIndex
 from engine.timeutil import parse_day, utcnow
-from engine.query.tokens import TokenCounter
 from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
 from indexers.pipeline import IndexPipeline, IndexReport
 
@@ -71,7 +70,7 @@ class ConversationEngine:
                                  query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
         self._experiments: dict[tuple[tuple[str, Any], ...], Searcher] = {(): self.searcher}  # search_experiment's
         self.navigator = Navigator(self.store, clock=clock)
-        counter = TokenCounter()
+        counter = self.pipeline.counter  # one word memo for windows and prompt budgets
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
                                         ingestor=self.ingestor, counter=counter)
         self.context = ContextAssembler(self.store, counter, self.settings, clock=clock)
@@ -127,7 +126,8 @@ class ConversationEngine:
             log.info("ingest user=%s lexical index updated", user_id)
             if index:
                 self.pipeline.embed_pending(user_id)
-                log.info("ingest user=%s new messages embedded", user_id)
+                self.summary_index.embed_pending(user_id)
+                log.info("ingest user=%s new messages and summaries embedded", user_id)
         return result
 
     # Deletion -------------------------------------------------------------------------------
@@ -167,7 +167,9 @@ class ConversationEngine:
     def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
         """End the open conversation; it gets a title and summary when a summarizer is configured."""
         with self._writing(user_id):
-            return self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+            summary = self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+            self.summary_index.embed_pending(user_id)
+        return summary
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
@@ -195,30 +197,32 @@ class ConversationEngine:
     def summarize(self, user_id: str | None = None, *, since: str | None = None) -> SummarizeReport:
         """Backfill: apply the summary policy (and retention) to every day and ended conversation
         (from `since`, a YYYY-MM-DD day, on) that lacks an up-to-date summary; closes days that are over."""
-        day = parse_day(since) if since is not None else None
-        with self._writing(user_id):
-            users = self.users(user_id)
-            report = summarize_users(self, users, since=day)
-            for user in users:
-                self.pipeline.update_lexical(user)  # the engine's notes are messages too
-        return report
+        return self._summarize_users(user_id, since=parse_day(since) if since is not None else None)
 
     def finalize_days(self, user_id: str | None = None, *, now: datetime | None = None) -> SummarizeReport:
         """The scheduled close (a timer in `serve`, or cron running `convsearch summarize --finalize`):
         ends conversations idle past the timeout and closes each thread's last day once it is over."""
+        return self._summarize_users(user_id, since=None, now=now or self.clock(), last_only=True)
+
+    def _summarize_users(self, user_id: str | None, **policy: Any) -> SummarizeReport:
         with self._writing(user_id):
             users = self.users(user_id)
-            report = summarize_users(self, users, since=None, now=now or self.clock(), last_only=True)
+            report = summarize_users(self, users, **policy)
             for user in users:
-                self.pipeline.update_lexical(user)
+                self._summaries_written(user)
         return report
+
+    def _summaries_written(self, user_id: str) -> None:
+        """The engine's notes are messages, so the lexical index takes them; new summaries get vectors."""
+        self.pipeline.update_lexical(user_id)
+        self.summary_index.embed_pending(user_id)
 
     def regenerate_day_summary(self, user_id: str, day_label: str | date, *, thread_id: str | None = None) -> Summary:
         """Rewrite one day's summary now ("Regenerate summary"); day_label is YYYY-MM-DD in the user's zone."""
         day = parse_day(day_label)
         with self._writing(user_id):
             summary = self.summaries.regenerate_day(user_id, day, thread_id=thread_id)
-            self.pipeline.update_lexical(user_id)
+            self._summaries_written(user_id)
         return summary
 
     def export_parquet(self, user_id: str, path: str | Path, *, thread_id: str | None = None) -> int:
@@ -237,24 +241,24 @@ class ConversationEngine:
         return [self.store.get_user(user_id).user_id] if user_id else [u.user_id for u in self.store.list_users()]
 
     def index(self, user_id: str | None = None, *, progress: Progress | None = None) -> list[IndexReport]:
-        """One user at a time under that user's lock: the others keep writing meanwhile."""
-        reports = []
-        for user in self.users(user_id):
-            with self._writing(user):
-                log.info("index user=%s: embedding messages without vectors", user)
-                reports.append(self.pipeline.index(user, progress=progress))
-        return reports
+        """Embed what has no vector yet and save, one user at a time under that user's lock: the
+        others keep writing meanwhile."""
+        return self._each_user(user_id, progress, rebuild=False)
 
     def reindex(self, user_id: str | None = None, *, progress: Progress | None = None) -> list[IndexReport]:
-        """One user at a time under that user's lock, like index."""
+        """Rebuild chunks, BM25 and vectors from the store, one user at a time like index."""
+        return self._each_user(user_id, progress, rebuild=True)
+
+    def _each_user(self, user_id: str | None, progress: Progress | None, *, rebuild: bool) -> list[IndexReport]:
         reports = []
         for user in self.users(user_id):
             with self._writing(user):
-                log.info("reindex user=%s: rebuilding chunks, BM25 and vectors from the store", user)
-                reports.append(self.pipeline.reindex(user, progress=progress))
-                # summaries' vectors stay cached: their index is rebuilt from the cache, not re-embedded
-                self.deleter.forget_unused_vectors(user)
-                self.summary_index.forget(user)
+                log.info("%s user=%s", "reindex" if rebuild else "index", user)
+                reports.append((self.pipeline.reindex if rebuild else self.pipeline.index)(user, progress=progress))
+                if rebuild:  # summaries' vectors stay cached: their index is rebuilt from the cache
+                    self.deleter.forget_unused_vectors(user)
+                    self.summary_index.forget(user)
+                self.summary_index.embed_pending(user)
         return reports
 
     def reindex_on_ray(self, user_id: str | None = None, *, address: str | None = None,
@@ -282,20 +286,15 @@ class ConversationEngine:
 
     def maintain(self) -> list[str]:
         """One background step of a server: users whose index changed since its last save, is behind
-        the store, or has messages without vectors get `index` (embed, then save). A restart then
-        replays at most one step's worth. Returns the users indexed."""
+        the store, or has messages without vectors get `index` (embed, then save), and summaries
+        without vectors are embedded. A restart then replays at most one step's worth. Returns the
+        users indexed or whose summaries were embedded."""
         with self.write_lock:
             self.summaries.retry_failed()
             imported, self._to_check = self._to_check, set()
         # Users not loaded in memory change only by an import: check them all once, then the imported ones.
         candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
-        done = []
-        for user in sorted(candidates):
-            if self.pipeline.needs_index(user):
-                with self._writing(user):  # blocks this user's writes only
-                    self.pipeline.index(user)
-                done.append(user)
-        return done
+        return [user for user in sorted(candidates) if catch_up(self, user)]
 
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, *, day: str | date | None = None, recency_days: float | None = None,
@@ -391,7 +390,10 @@ class ConversationEngine:
     # Summaries, conversations and context -----------------------------------------------------
     def summarize_range(self, user_id: str, start_seq: int, end_seq: int, *, thread_id: str | None = None) -> Summary:
         """A summary of the turns start_seq <= seq < end_seq, stored (kind "range") and searchable."""
-        return self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
+        with self._writing(user_id):
+            summary = self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
+            self.summary_index.embed_pending(user_id)
+        return summary
 
     def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
         """The user's latest `limit` conversations across threads: titles, summaries, times and spans."""

@@ -6,7 +6,9 @@ import math
 
 from engine.errors import InvalidInputError
 
-__all__ = ["surrogate_problem", "check_text", "check_unit_interval"]
+__all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "MAX_ID_CHARS"]
+
+MAX_ID_CHARS = 256
 
 
 def surrogate_problem(text: str) -> str | None:
@@ -16,6 +18,14 @@ def surrogate_problem(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return (f"holds a lone surrogate ({text[exc.start]!r} at character {exc.start}), which is not text: "
                 "send valid UTF-8 (a broken emoji or a cut JSON escape such as '\\ud83d' does this)")
+    return None
+
+
+def id_problem(name: str, value: object) -> str | None:
+    """Why `value` cannot be an id (of a user, thread or message), or None: ids are non-empty printable
+    strings of at most MAX_ID_CHARS characters."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS or any(ord(c) < 32 for c in value):
+        return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {value!r}"
     return None
 
 

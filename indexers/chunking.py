@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from engine.config import default
 from engine.errors import InvalidInputError
 from engine.models import Message
-from indexers.embedding_cache import content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter
 

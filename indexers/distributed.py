@@ -24,7 +24,7 @@ import numpy as np
 
 from engine.errors import InvalidInputError, ReindexIncompleteError
 from engine.store.core import Store
-from indexers.embedding_cache import EmbeddingCache
+from engine.store.embedding_cache import EmbeddingCache
 from indexers.manifest import BuildSpec
 from indexers.pipeline import IndexReport, PipelineParams
 from indexers.shard_build import UserJob, build_lexical, finish_and_publish, texts_to_embed

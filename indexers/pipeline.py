@@ -25,7 +25,7 @@ from engine.store.core import Store
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
 from indexers.embedders import Embedder
-from indexers.embedding_cache import EmbeddingCache, content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
@@ -104,7 +104,7 @@ class IndexPipeline:
         self.embedder = embedder
         self.tokenizer = LexicalTokenizer(params.tokenizer)
         self.counter = WordPieceCounter()
-        self.cache = EmbeddingCache(store.db, embedder.name) if embedder else None
+        self.cache = store.embedding_cache(embedder.name) if embedder else None
         self._shards: dict[str, Shard] = {}
 
     def spec(self) -> BuildSpec:

@@ -24,7 +24,7 @@ from indexers.chunking import Chunk, WordPieceCounter
 from indexers.hnsw import HnswIndex
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
-from indexers.embedding_cache import content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.pipeline import PipelineParams, message_lines_to_embed, put_message_vectors, rechunk_tail
 from indexers.shard import Shard
 from indexers.shard_storage import ShardStorage

@@ -1,12 +1,16 @@
-"""Counting and cutting text in MiniLM's own word pieces, and capping long tool outputs.
+"""Counting and cutting text in MiniLM's own word pieces: the one token counter of convsearch.
 
 The chunker needs exact counts (a window must fit the model's 256 pieces) and cuts that keep
-counts additive: text cut at a word start re-tokenizes on each side as it was.
+counts additive: text cut at a word start re-tokenizes on each side as it was. Prompt budgets
+(context assembly, the day summary policy) count with the same counter: an LLM's tokens are
+estimated either way (no LLM tokenizer is shipped), but WordPiece counts are deterministic and
+close for English and French.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
@@ -15,26 +19,19 @@ import numpy as np
 
 from indexers.model_files import wordpiece_tokenizer
 
-__all__ = ["TokenCounter", "WordPieceCounter", "cap_tool_output"]
+__all__ = ["TokenCounter", "WordPieceCounter", "CHARS_PER_TOKEN", "PROBE_CHARS_PER_TOKEN"]
+
+CHARS_PER_TOKEN = 4  # the rough count: the usual rule of thumb for English text
+PROBE_CHARS_PER_TOKEN = 16  # generous: real text rarely needs more characters per piece
 
 
 class TokenCounter(Protocol):
-    """Counts word pieces (no special tokens) and cuts text into pieces of at most max_tokens."""
+    """What the chunker needs of a counter: word pieces (no special tokens), and text cut into
+    pieces of at most max_tokens (WordPieceCounter; tests pass simpler ones)."""
 
     def count(self, text: str) -> int: ...
 
     def split(self, text: str, max_tokens: int) -> list[str]: ...
-
-    def _token_starts(self, text: str) -> tuple[list[int], list[bool]]:
-        """Each piece's start offset, and whether it starts a word (a cut there re-tokenizes as it was)."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        word_ids = encoding.word_ids
-        return ([start for start, _ in encoding.offsets],
-                [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))])
-
-    def prefix_within(self, text: str, max_tokens: int) -> str: ...
-
-    def suffix_within(self, text: str, max_tokens: int) -> str: ...
 
 
 # Plain text: printable ASCII and the white space BERT keeps. On it MiniLM's normalizer only
@@ -51,19 +48,46 @@ class WordPieceCounter:
 
     Counting plain text goes word by word through a memo (5x fewer tokenizer runs on a thread:
     its words repeat); other text, and any tokenizer passed in, goes through the tokenizer whole.
+    `rough=True` counts characters / 4 instead (`exact` is False), with no tokenizer at all.
     """
 
-    def __init__(self, tokenizer: Any = None) -> None:
-        self._tokenizer = tokenizer if tokenizer is not None else wordpiece_tokenizer()
-        self._word_counts: dict[str, int] | None = {} if tokenizer is None else None
+    def __init__(self, tokenizer: Any = None, *, rough: bool = False) -> None:
+        self.exact = not rough
+        self._tokenizer: Any = None if rough else tokenizer if tokenizer is not None else wordpiece_tokenizer()
+        self._word_counts: dict[str, int] | None = {} if tokenizer is None and not rough else None
 
     def count(self, text: str) -> int:
+        if not self.exact:
+            return math.ceil(len(text) / CHARS_PER_TOKEN)
         found = self._count_plain(text)
         return found if found is not None else len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_upto(self, text: str, limit: int) -> int:
+        """Exact when the count is <= limit; else some number > limit, found from a prefix when possible.
+
+        Why: deciding that a megabyte tool output is over a 4,000-token budget should not tokenise it all.
+        """
+        probe = PROBE_CHARS_PER_TOKEN * max(limit, 0) + 256
+        if len(text) > probe:
+            cut = max(text.rfind(c, 0, probe) for c in " \n\t")
+            # Whole words only: a prefix of whole words never has more pieces than the full text.
+            if cut > 0:
+                head = self.count(text[:cut])
+                if head > limit:
+                    return head
+        return self.count(text)
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character span of each piece, so text can be cut on piece boundaries."""
+        if not self.exact:
+            return [(i, min(i + CHARS_PER_TOKEN, len(text))) for i in range(0, len(text), CHARS_PER_TOKEN)]
+        return list(self._tokenizer.encode(text, add_special_tokens=False).offsets)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Batch counting (the Rust tokenizer runs it in parallel): for whole threads."""
         texts = list(texts)
+        if not self.exact:
+            return [self.count(text) for text in texts]
         counts = [self._count_plain(text) for text in texts]
         rest = [i for i, n in enumerate(counts) if n is None]
         if rest:
@@ -99,6 +123,9 @@ class WordPieceCounter:
         Plain text is read word by word from the counts: a word's later pieces get the word's own
         start, which no caller cuts at unless a word counts more than `longest` (None: no limit).
         """
+        if not self.exact:  # a rough piece is 4 characters: a cut anywhere counts as it was
+            starts = [start for start, _ in self.offsets(text)]
+            return starts, [True] * len(starts)
         plain = self._plain_starts(text, longest) if self._word_counts is not None and _plain(text) else None
         if plain is not None:
             return plain
@@ -116,21 +143,6 @@ class WordPieceCounter:
         word_start = np.zeros(int(counts.sum()), dtype=bool)
         word_start[np.cumsum(counts) - counts] = True
         return np.repeat(word_starts, counts).tolist(), word_start.tolist()
-
-    def prefix_within(self, text: str, max_tokens: int) -> str:
-        """The longest prefix of `text` ending at a word start and counting 1..max_tokens pieces
-        ('' if none). A cut at a word start re-tokenizes each side as it was, so the counts add up."""
-        starts, word_start = self._token_starts(text)
-        if len(starts) <= max_tokens:
-            return text
-        cut = next((k for k in range(max_tokens, 0, -1) if word_start[k]), None)
-        return "" if cut is None else text[: starts[cut]]
-
-    def suffix_within(self, text: str, max_tokens: int) -> str:
-        """The longest suffix of `text` starting at a word and counting at most max_tokens pieces ('' if none)."""
-        starts, word_start = self._token_starts(text)
-        first = next((k for k in range(max(0, len(starts) - max_tokens), len(starts)) if word_start[k]), None)
-        return "" if first is None else text[starts[first]:]
 
     def split(self, text: str, max_tokens: int) -> list[str]:
         """Consecutive pieces covering `text`, each <= max_tokens, cut at token starts.
@@ -195,70 +207,3 @@ def _cut_candidates(starts: list[int], word_start: list[bool], first: int, last:
     indices = [k for k in range(min(last, len(starts) - 1), first - 1, -1) if starts[k] > begin]
     yield from (starts[k] for k in indices if word_start[k])
     yield from (starts[k] for k in indices if not word_start[k])
-
-
-def _placeholder(omitted: int) -> str:
-    return f"\n[… {omitted} tokens of tool output omitted …]\n"
-
-
-def cap_tool_output(text: str, cap_tokens: int, counter: TokenCounter) -> str:
-    """Head + placeholder + tail within `cap_tokens`; `text` unchanged when it already fits.
-
-    Tool outputs (logs, JSON, pages) are long and repetitive: their start says what was fetched,
-    their end what came of it, so both ends are kept.
-    """
-    total = counter.count(text)
-    if total <= cap_tokens:
-        return text
-    room = cap_tokens - counter.count(_placeholder(total))
-    while room >= 2:  # the placeholder's number may tokenize longer than estimated: retry smaller
-        head = _head(text, room - room // 2, counter)
-        tail = _tail(text[len(head) :], room // 2, counter)
-        omitted = max(0, total - counter.count(head) - counter.count(tail))
-        capped = head + _placeholder(omitted) + tail
-        if counter.count(capped) <= cap_tokens:
-            return capped
-        room -= 1
-    return counter.split(text, cap_tokens)[0]  # a cap too small for the placeholder: head only
-
-
-# Planning the two ends on the whole tool output cost ~12 ms a message. Each end is now cut at a
-# word start (where both sides re-tokenize as they were) in a stretch of text cut at white space
-# that holds far more than its budget; the whole text is used only when that stretch is too short.
-_CHARS_PER_PIECE = 16
-_SPACE = re.compile(r"\s")
-_LAST_SPACE = re.compile(r"\s\S*\Z")  # with an end position: the last white space before it
-
-
-def _head(text: str, budget: int, counter: TokenCounter) -> str:
-    """The longest prefix of `text` ending at a word start within `budget` pieces."""
-    near = text[: _space_after(text, _CHARS_PER_PIECE * (budget + 1))]
-    head = counter.prefix_within(near, budget)
-    if head == near and len(near) < len(text):
-        head = counter.prefix_within(text, budget)
-    return head or counter.split(text, budget)[0]  # no word start in reach: cut inside the word
-
-
-def _tail(text: str, budget: int, counter: TokenCounter) -> str:
-    """The longest suffix of `text` starting at a word within `budget` pieces."""
-    near = text[_space_before(text, len(text) - _CHARS_PER_PIECE * (budget + 1)) :]
-    tail = counter.suffix_within(near, budget)
-    if tail == near and len(near) < len(text):
-        tail = counter.suffix_within(text, budget)
-    return tail or counter.split(text, budget)[-1]
-
-
-def _space_after(text: str, at: int) -> int:
-    """The first white-space position at or after `at` (len(text) if none)."""
-    if at >= len(text):
-        return len(text)
-    match = _SPACE.search(text, at)
-    return match.start() if match else len(text)
-
-
-def _space_before(text: str, at: int) -> int:
-    """The last position at or before `at` just after white space (0 if none)."""
-    if at <= 0:
-        return 0
-    match = _LAST_SPACE.search(text, 0, at)
-    return match.start() + 1 if match else 0

@@ -1,10 +1,11 @@
-"""Layer boundaries, checked on the source: `indexers` never reaches the query layer or a surface;
-surfaces and benchmarks go through the facade."""
+"""Layer boundaries, checked on the source: `indexers` never reaches the query layer or a surface,
+surfaces and benchmarks go through the facade, and only the store runs SQL."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 from engine.api import ConversationEngine
@@ -37,6 +38,11 @@ ENGINE_PARTS = {"store", "pipeline", "searcher", "navigator", "summaries", "summ
 READS_ENGINE_PARTS = {"benchmarks/run_scale.py"}
 # argparse's own names, which its documentation uses: private to argparse, not to the engine.
 LIBRARY_PRIVATES = {"_SubParsersAction", "_actions"}
+STORE = "engine.store"
+# What running SQL looks like from outside: the database's methods, the driver, a statement's text.
+SQL_CALLS = frozenset({"execute", "executemany", "fetch_arrow", "insert_arrow", "sql"})
+SQL_MODULES = ("duckdb", "engine.store.db")
+SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH)\s")
 
 
 def within(name: str, layers: str | tuple[str, ...]) -> bool:
@@ -174,3 +180,41 @@ def test_the_facade_is_typed_and_documented():
                     if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or (p.name != "self" and p.annotation is p.empty)]
         untyped += [f"{name} -> ?"] if signature.return_annotation is signature.empty else []
     assert not undocumented and not untyped, (undocumented, untyped)
+def sql_of(path: Path) -> set[str]:
+    """Where a module runs SQL: a database call, an import of the driver or the database, SQL text."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {f"imports {name}" for name in imports_of(path) if within(name, SQL_MODULES)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            found.add(f"line {node.lineno} calls .{node.func.attr}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+            found.add(f"line {node.lineno} holds SQL {node.value.strip()[:30]!r}")
+    return found
+
+
+def test_only_the_store_runs_sql():
+    """The store owns the SQL (engine/store/, the embedding cache included): every other module asks it."""
+    modules = [p for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")]
+               if not within(module_of(p), STORE)]
+    offenders = {f"{p.relative_to(ROOT)} {what}" for p in modules for what in sql_of(p)}
+    assert not offenders, sorted(offenders)
+
+
+def test_the_sql_check_sees_sql(tmp_path: Path):
+    """The check above must be able to fail: it finds each form of SQL in a module."""
+    module = tmp_path / "m.py"
+    module.write_text("import duckdb\nfrom engine.store.db import Database\n"
+                      "def f(store):\n    return store.db.execute(f'SELECT 1 FROM {store}')\n", encoding="utf-8")
+    assert {w.split(" ", 2)[-1] if w.startswith("line") else w for w in sql_of(module)} == {
+        "imports duckdb", "imports engine.store.db", "calls .execute()", "holds SQL 'SELECT 1 FROM'"}
+
+
+def test_only_the_store_bumps_a_users_summary_revision():
+    """Summary indexes key on the store's per-user revision: a bump from outside could miss a write."""
+    offenders = {
+        f"{p.relative_to(ROOT)} line {node.lineno}"
+        for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")] if not within(module_of(p), STORE)
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "summaries_changed"
+    }
+    assert not offenders, sorted(offenders)

@@ -17,15 +17,15 @@ from engine.models import Message, NewMessage
 from engine.store.core import Store
 from engine.summaries.policy import SummaryService
 from engine.summaries.summarizers import ExtractiveSummarizer
-from engine.query.tokens import TokenCounter
+from indexers.wordpieces import WordPieceCounter
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 NOW = datetime(2024, 5, 2, 16, 0, tzinfo=timezone.utc)  # 18:00 on 2024-05-02 in Paris
 
 
 @pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    c = TokenCounter()
+def counter() -> WordPieceCounter:
+    c = WordPieceCounter()
     assert c.exact  # these tests measure with the real tokenizer
     return c
 
@@ -42,7 +42,7 @@ def _many(n: int) -> list[Message]:
 
 
 # apply_context_window ---------------------------------------------------------------------------
-def test_window_keeps_first_and_recent_with_one_marker_within_budget(counter: TokenCounter) -> None:
+def test_window_keeps_first_and_recent_with_one_marker_within_budget(counter: WordPieceCounter) -> None:
     messages = _many(40)
     out = apply_context_window(messages, 4500 + 200, counter=counter)
     markers = [i for i in out if isinstance(i, TruncationMarker)]
@@ -56,12 +56,12 @@ def test_window_keeps_first_and_recent_with_one_marker_within_budget(counter: To
     assert counter.count(format_conversation(wider)) > 200
 
 
-def test_window_unchanged_when_everything_fits(counter: TokenCounter) -> None:
+def test_window_unchanged_when_everything_fits(counter: WordPieceCounter) -> None:
     messages = _many(5)
     assert apply_context_window(messages, 8000, counter=counter) == messages
 
 
-def test_window_error_when_reserved_reaches_max(counter: TokenCounter) -> None:
+def test_window_error_when_reserved_reaches_max(counter: WordPieceCounter) -> None:
     with pytest.raises(InvalidInputError, match="must be greater than reserved_tokens"):
         apply_context_window(_many(3), 4500, counter=counter)
     with pytest.raises(InvalidInputError):
@@ -81,7 +81,7 @@ def test_format_conversation_shape() -> None:
     ]
 
 
-def test_trim_tool_output_keeps_head_and_tail(counter: TokenCounter) -> None:
+def test_trim_tool_output_keeps_head_and_tail(counter: WordPieceCounter) -> None:
     text = "HEADLINE start of output. " + " ".join(f"row{i}" for i in range(2000)) + " FINALLINE done."
     trimmed = trim_tool_output(text, 60, counter)
     assert counter.count(trimmed) <= 60 < counter.count(text)
@@ -106,12 +106,12 @@ def ingestor(store: Store) -> Ingestor:
     return Ingestor(store, idle_timeout=timedelta(minutes=30), clock=lambda: NOW)
 
 
-def _assembler(store: Store, counter: TokenCounter, budget: int = 4000) -> ContextAssembler:
+def _assembler(store: Store, counter: WordPieceCounter, budget: int = 4000) -> ContextAssembler:
     settings = Settings(conversation_max_context_tokens=budget, conversation_reserved_tokens=0)
     return ContextAssembler(store, counter, settings, clock=lambda: NOW)
 
 
-def _yesterday_with_summary(store: Store, ingestor: Ingestor, counter: TokenCounter) -> None:
+def _yesterday_with_summary(store: Store, ingestor: Ingestor, counter: WordPieceCounter) -> None:
     service = SummaryService(store, ExtractiveSummarizer(), Settings(), clock=lambda: NOW, ingestor=ingestor,
                              counter=counter)
     ingestor.add_messages("alice", [NewMessage("user", "Let's go with DuckDB for the archive.", T0)])
@@ -121,7 +121,7 @@ def _yesterday_with_summary(store: Store, ingestor: Ingestor, counter: TokenCoun
 
 
 def test_default_payload_trims_tool_output_before_dropping(store: Store, ingestor: Ingestor,
-                                                          counter: TokenCounter) -> None:
+                                                          counter: WordPieceCounter) -> None:
     _yesterday_with_summary(store, ingestor, counter)
     dump = "BEGIN " + " ".join(f"line{i}" for i in range(3000)) + " END"
     ingestor.add_messages("alice", [
@@ -141,7 +141,7 @@ def test_default_payload_trims_tool_output_before_dropping(store: Store, ingesto
     assert "## Current Conversation\n[2024-05-02 16:00] User: Good morning" in payload.text  # Paris time
 
 
-def test_default_payload_keeps_the_first_and_latest_turns(store: Store, ingestor: Ingestor, counter: TokenCounter,
+def test_default_payload_keeps_the_first_and_latest_turns(store: Store, ingestor: Ingestor, counter: WordPieceCounter,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """The assembler's policy is apply_context_window's: the first message, a marker, the newest that fit."""
     ingestor.add_messages("alice", [NewMessage("user", f"Turn {i}: notes about shard layout and HNSW tuning.",
@@ -160,7 +160,7 @@ def test_default_payload_keeps_the_first_and_latest_turns(store: Store, ingestor
 
 
 def test_history_limit_keeps_the_first_and_the_most_recent(store: Store, ingestor: Ingestor,
-                                                           counter: TokenCounter) -> None:
+                                                           counter: WordPieceCounter) -> None:
     ingestor.add_messages("alice", [NewMessage("user", f"short {i}", NOW - timedelta(minutes=60 - i))
                                     for i in range(12)])
     roomy = _assembler(store, counter, budget=4000).default_payload("alice")
@@ -173,14 +173,14 @@ def test_history_limit_keeps_the_first_and_the_most_recent(store: Store, ingesto
     assert limited.truncated and limited.messages_dropped == 7 and limited.items[1].dropped == 7
 
 
-def test_the_default_budget_is_the_context_minus_the_reserved_tokens(store: Store, counter: TokenCounter) -> None:
+def test_the_default_budget_is_the_context_minus_the_reserved_tokens(store: Store, counter: WordPieceCounter) -> None:
     settings = Settings(conversation_max_context_tokens=6000, conversation_reserved_tokens=4500)
     assert ContextAssembler(store, counter, settings).default_payload("alice").max_tokens == 1500
     with pytest.raises(SettingsError, match="leaves fewer than 100 tokens"):
         Settings(conversation_max_context_tokens=4550, conversation_reserved_tokens=4500)
 
 
-def test_slice_is_used_once_then_forgotten(store: Store, ingestor: Ingestor, counter: TokenCounter,
+def test_slice_is_used_once_then_forgotten(store: Store, ingestor: Ingestor, counter: WordPieceCounter,
                                           caplog: pytest.LogCaptureFixture) -> None:
     ingestor.add_messages("alice", [NewMessage("user", f"old {i}", T0 + timedelta(minutes=i)) for i in range(5)])
     ingestor.add_messages("alice", [NewMessage("user", "today", NOW - timedelta(minutes=1))])
@@ -196,7 +196,7 @@ def test_slice_is_used_once_then_forgotten(store: Store, ingestor: Ingestor, cou
     assert [m.content for m in again.messages] == ["today"] and again.source == "today"
 
 
-def test_slice_request_is_checked(store: Store, counter: TokenCounter) -> None:
+def test_slice_request_is_checked(store: Store, counter: WordPieceCounter) -> None:
     assembler = _assembler(store, counter)
     with pytest.raises(InvalidInputError, match="empty or reversed"):
         assembler.request_slice("alice", 5, 2)
@@ -204,13 +204,13 @@ def test_slice_request_is_checked(store: Store, counter: TokenCounter) -> None:
         assembler.request_slice("nobody", 1, 2)
 
 
-def test_empty_day_gives_an_empty_window(store: Store, counter: TokenCounter) -> None:
+def test_empty_day_gives_an_empty_window(store: Store, counter: WordPieceCounter) -> None:
     payload = _assembler(store, counter).default_payload("alice")
     assert payload.items == () and not payload.truncated and payload.text == "## Current Conversation"
 
 
 def test_fallback_counter_is_reported(store: Store, ingestor: Ingestor) -> None:
-    rough = TokenCounter(use_tokenizer=False)
+    rough = WordPieceCounter(rough=True)
     assert not rough.exact and rough.count("abcdefgh") == 2 and rough.count_many(["abcde", ""]) == [2, 0]
     trimmed = trim_tool_output("x" * 4000, 50, rough)
     assert rough.count(trimmed) <= 50 and "characters omitted" in trimmed

@@ -21,7 +21,7 @@ from engine.maintenance.doctor import diagnose
 from engine.errors import UnknownConversationError, UnknownUserError
 from engine.query.summary_index import summary_text
 from indexers.embedders import Embedder
-from indexers.embedding_cache import content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.shard import Shard, shard_dir
 from tests.support import real_embedder
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InvalidInputError, OutOfOrderError, UnknownThreadError, UnknownUserError
+from engine.importers.records import BadRecord, check_message
 from engine.store.ingest import Ingestor
 from engine.models import NewMessage
 from engine.store.core import Store
@@ -110,6 +111,23 @@ def test_bad_messages_get_clear_errors_and_store_nothing(store, ingestor):
         ingestor.add_messages("carol", [NewMessage("user", "x", T0)])
     with pytest.raises(UnknownThreadError):
         ingestor.add_messages("alice", [NewMessage("user", "x", T0)], thread_id="bob:continuous")
+    assert store.stats() == before
+
+
+@pytest.mark.parametrize("bad", [
+    NewMessage("robot", "x", T0),  # type: ignore[arg-type]
+    NewMessage("user", "a\x00b", T0),
+    NewMessage("user", "half an emoji \ud83d", T0),
+    NewMessage("user", "x", T0, message_id="m\x01"),  # a control character: live ingest once let it through
+    NewMessage("user", "x", T0, external_id=" "),
+])
+def test_live_ingest_and_every_importer_refuse_a_bad_message_for_the_same_reason(store, ingestor, bad):
+    before = store.stats()
+    with pytest.raises(BadRecord) as imported:
+        check_message(bad)
+    with pytest.raises(InvalidInputError) as live:
+        ingestor.add_messages("alice", [bad])
+    assert live.value.message == f"message 0: {imported.value.reason}"
     assert store.stats() == before
 
 

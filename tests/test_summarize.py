@@ -20,7 +20,7 @@ from engine.store.core import Store
 from engine.summaries.policy import DAY_NOTE_PREFIX, SummaryService, day_summary_id
 from engine.summaries.summarizers import (SECTIONS, ExtractiveSummarizer, OpenAICompatibleSummarizer, SummarizerError,
                               make_summarizer, section_text)
-from engine.query.tokens import TokenCounter
+from indexers.wordpieces import WordPieceCounter
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 THREAD = "alice:continuous"
@@ -220,7 +220,7 @@ def _service(store: Store, **settings: object) -> tuple[SummaryService, Ingestor
     clock = lambda: datetime(2024, 6, 1, tzinfo=timezone.utc)  # noqa: E731
     ingestor = Ingestor(store, idle_timeout=timedelta(minutes=30), clock=clock)
     service = SummaryService(store, ExtractiveSummarizer(), Settings(**settings), clock=clock,
-                             ingestor=ingestor, counter=TokenCounter())
+                             ingestor=ingestor, counter=WordPieceCounter())
     return service, ingestor
 
 
@@ -268,7 +268,7 @@ def test_day_summary_updates_when_raw_text_nears_the_token_budget(store: Store) 
     short = ingestor.add_messages("alice", [NewMessage("user", "Short hello there.", T0)])
     assert service.after_ingest("alice", short) == []
     long_text = "The DuckDB store keeps messages, summaries and day segments in one file. " * 6
-    assert 90 <= TokenCounter().count(long_text) < 200  # near the budget, far from 10 messages
+    assert 90 <= WordPieceCounter().count(long_text) < 200  # near the budget, far from 10 messages
     result = ingestor.add_messages("alice", [NewMessage("assistant", long_text, T0 + timedelta(minutes=1))])
     updated = service.after_ingest("alice", result)
     assert [s.kind for s in updated] == ["day"] and updated[0].message_count == 2

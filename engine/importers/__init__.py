@@ -48,7 +48,7 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     issues = Issues(skip_bad)
     ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
                         issues=issues, progress=progress, now=ingestor.clock(), update=update)
-    with store.db.transaction():
+    with store.transaction():
         totals = _IMPORTERS[fmt](ctx)
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,

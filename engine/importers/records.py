@@ -18,10 +18,10 @@ from zoneinfo import ZoneInfo
 from tqdm import tqdm
 
 from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, UnknownUserError
-from engine.store.ingest import MAX_MESSAGE_CHARS, Ingestor
-from engine.models import ROLES, IngestResult, NewMessage
+from engine.store.ingest import Ingestor, message_problem
+from engine.models import IngestResult, NewMessage
 from engine.store.core import Store, continuous_thread_id
-from engine.text_rules import surrogate_problem
+from engine.text_rules import id_problem
 from engine.timeutil import parse_timestamp, to_utc, zone
 
 __all__ = [
@@ -148,28 +148,16 @@ def load_json(path: Path) -> Any:
 
 def check_id(name: str, value: object) -> str:
     """Ids are non-empty printable strings of at most 256 characters (as the store requires)."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 256 or any(ord(c) < 32 for c in value):
-        raise BadRecord(f"{name} must be a non-empty string of at most 256 printable characters, got {value!r}")
-    return value
+    if problem := id_problem(name, value):
+        raise BadRecord(problem)
+    return str(value)
 
 
 def check_message(message: NewMessage) -> NewMessage:
     """The Ingestor's own checks, per record, so one bad record can be skipped alone."""
-    if message.role not in ROLES:
-        raise BadRecord(f"role {message.role!r} is not one of {', '.join(ROLES)}")
-    if not isinstance(message.content, str):
-        raise BadRecord("content must be a string")
-    if len(message.content) > MAX_MESSAGE_CHARS:
-        raise BadRecord(f"content is over {MAX_MESSAGE_CHARS} characters: split it")
-    if "\x00" in message.content:
-        raise BadRecord("content holds a NUL character: remove it")
-    for name in ("content", "speaker"):
-        value = getattr(message, name)
-        if isinstance(value, str) and surrogate_problem(value):
-            raise BadRecord(f"{name} {surrogate_problem(value)}")
-    for name in ("message_id", "external_id"):
-        if getattr(message, name) is not None:
-            check_id(name, getattr(message, name))
+    problem = message_problem(message)
+    if problem:
+        raise BadRecord(problem)
     return message
 
 

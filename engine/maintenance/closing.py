@@ -1,18 +1,20 @@
-"""What the bulk paths and the scheduled close apply after a write: retention, then the summary
-policy once per stale day and ended conversation (`ConversationEngine` calls these under its lock)."""
+"""What the bulk paths, the scheduled close and a server's background step apply after writes:
+retention, the summary policy once per stale day and ended conversation, and the vectors and saves
+a user's index still lacks."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Sequence
 
+from engine.facade_edges import disk_errors
 from engine.models import Summary
 from engine.summaries.policy import SummarizeReport
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
 
-__all__ = ["apply_retention", "summarize_users"]
+__all__ = ["apply_retention", "catch_up", "summarize_users"]
 
 
 def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) -> None:
@@ -39,3 +41,17 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
         for thread in threads:
             written += engine.summaries.close_days(user, thread.thread_id, moment, since=since, last_only=last_only)
     return SummarizeReport.of(users, written, ended)
+
+
+def catch_up(engine: ConversationEngine, user_id: str) -> bool:
+    """Index the user (embed, then save) when the index changed since its last save, is behind the
+    store or lacks vectors, and embed summaries without vectors; whether there was anything to do.
+    Takes the user's lock only when there is, so a step blocks nobody else's writes."""
+    needs_index = engine.pipeline.needs_index(user_id)
+    if not needs_index and not engine.summary_index.embeds_pending(user_id):
+        return False
+    with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
+        if needs_index:
+            engine.pipeline.index(user_id)
+        engine.summary_index.embed_pending(user_id)
+    return True

@@ -12,8 +12,7 @@ from typing import Sequence
 from engine.errors import InvalidInputError
 from engine.models import Message
 from engine.store.core import Store
-from engine.query.summary_index import SummaryIndex, summary_text
-from indexers.embedding_cache import content_hash
+from engine.query.summary_index import SummaryIndex, summary_key
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["Deleter"]
@@ -48,30 +47,20 @@ class Deleter:
         if self.pipeline.cache is None:
             return
         live = self.pipeline.live_hashes(user_id)
-        live.update(content_hash(summary_text(s))
-                    for s in self.store.timeline.summaries_of_user(user_id))
+        live.update(summary_key(s) for s in self.store.timeline.summaries_of_user(user_id))
         self.pipeline.cache.keep_only(user_id, live)
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
         conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
-        rows = self.store.db.execute(
-            "SELECT message_id FROM messages WHERE conversation_id = ? AND user_id = ?", [conversation_id, user_id]
-        )
-        count = self.delete_messages(user_id, [r[0] for r in rows])
+        count = self.delete_messages(user_id, self.store.message_ids_of_conversation(user_id, conversation_id))
         # refresh_conversation_bounds already dropped it if it had turns; this covers an empty one
-        self.store.db.execute("DELETE FROM conversations WHERE conversation_id = ? AND user_id = ?",
-                              [conversation.conversation_id, user_id])
+        self.store.timeline.delete_conversation(conversation.conversation_id, user_id=user_id)
         return count
 
     def delete_user(self, user_id: str) -> int:
         """Everything of the user: rows of every table, the shard directory, the cache."""
         self.store.get_user(user_id)
-        count = int(self.store.db.execute("SELECT count(*) FROM messages WHERE user_id = ?", [user_id])[0][0])
-        with self.store.db.transaction():
-            for table in ("messages", "summaries", "day_segments", "conversations", "threads", "embedding_cache", "users"):
-                self.store.db.execute(f"DELETE FROM {table} WHERE user_id = ?", [user_id])
-        self.store.timeline.revision += 1
-        self.store.forget_cached_user(user_id)
+        count = self.store.delete_user(user_id)
         self.pipeline.forget_user(user_id)
         self.summary_index.forget(user_id)
         return count
@@ -80,17 +69,14 @@ class Deleter:
         seqs = sorted(m.seq for m in doomed)
         touched = [s for s in self.store.timeline.summaries(thread_id)
                    if any(s.from_seq <= q <= s.to_seq for q in seqs)]
-        with self.store.db.transaction():
+        with self.store.transaction():
             self.store.timeline.delete_summaries_touching(thread_id, seqs)
             self.store.timeline.clear_day_summaries(thread_id, sorted({m.day_label for m in doomed}))
             # a conversation's title and brief may quote the deleted text too (rebuilt when it is summarised)
-            self.store.db.execute(
-                "UPDATE conversations SET title = NULL, summary = NULL WHERE list_contains(?, conversation_id)",
-                [sorted({m.conversation_id for m in doomed})])
+            self.store.timeline.clear_conversation_summaries(sorted({m.conversation_id for m in doomed}))
             self.store.delete_messages([m.message_id for m in doomed])
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
         if self.pipeline.cache is not None and touched:
-            hashes = [content_hash(summary_text(s)) for s in touched]
-            self.pipeline.cache.forget(user_id, hashes)
+            self.pipeline.cache.forget(user_id, [summary_key(s) for s in touched])
         self.pipeline.forget_messages(user_id, thread_id, set(seqs))

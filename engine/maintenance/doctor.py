@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.store.db import SCHEMA_VERSION
+from engine.store.checks import SCHEMA_VERSION
 from engine.errors import ConvsearchError
 from engine.timeutil import utcnow
 from indexers.shard import Shard, shard_dir
@@ -84,64 +84,35 @@ def diagnose(engine: ConversationEngine) -> DoctorReport:
             findings += found
             shards += loaded
         findings += _orphan_shards(engine.pipeline.root, users)
-        threads = int(engine.store.db.execute("SELECT count(*) FROM threads")[0][0])
+        threads = engine.store.checks.thread_count()
     return DoctorReport(tuple(findings), len(users), threads, shards)
 
 
 def _store_findings(engine: ConversationEngine) -> list[Finding]:
-    db = engine.store.db
+    checks = engine.store.checks
     found: list[Finding] = []
-    version = db.schema_version()
+    version = checks.schema_version()
     if version != SCHEMA_VERSION:
         found.append(Finding("store_schema", None,
                              f"schema version {version}, this convsearch expects {SCHEMA_VERSION}",
                              "upgrade convsearch (or open the store with the version that wrote it)"))
-    for code, sql, what, fix in _STORE_QUERIES:
-        for user_id, thread_id, subject in db.execute(sql):
+    for code, what, fix in _STORE_CHECKS:
+        for user_id, thread_id, subject in checks.problems(code):
             target = subject.split(" ", 1)[1] if code == "store_summary_span" else thread_id
             found.append(Finding(code, user_id, f"thread {thread_id!r}: {what} ({subject})", fix, target))
     return found
 
 
-# Each query returns (user_id, thread_id, subject) rows, one per problem; a summary's subject
+# What each of the store's checks (engine/store/checks.py) finds, and its fix; a summary's subject
 # is 'summary <id>'.
-_STORE_QUERIES: tuple[tuple[str, str, str, str], ...] = (
-    ("store_seq_order", """
-        SELECT user_id, thread_id, 'seq ' || seq FROM (
-            SELECT user_id, thread_id, seq, created_at, lag(seq) OVER w AS prev_seq, lag(created_at) OVER w AS prev_at
-            FROM messages WINDOW w AS (PARTITION BY thread_id ORDER BY seq, created_at))
-        WHERE seq < 1 OR seq = prev_seq OR created_at < prev_at ORDER BY thread_id, seq""",
-     "seq is not strictly increasing in time order", _RESTORE),
-    ("store_thread_tail", """
-        SELECT t.user_id, t.thread_id, 'last_seq ' || t.last_seq FROM threads t
-        WHERE t.last_seq < (SELECT coalesce(max(seq), 0) FROM messages m WHERE m.thread_id = t.thread_id)""",
-     "the thread's highest seq given is below a stored seq (a new message would reuse it)", _REPAIR),
-    ("store_orphan_turn", """
-        SELECT m.user_id, m.thread_id, 'message ' || m.message_id FROM messages m
-        LEFT JOIN conversations c ON c.conversation_id = m.conversation_id
-        WHERE m.kind = 'turn' AND c.conversation_id IS NULL ORDER BY m.thread_id, m.seq""",
-     "a turn belongs to no stored conversation", _RESTORE),
-    ("store_day_bounds", """
-        SELECT m.user_id, m.thread_id, 'day ' || m.day_label FROM
-            (SELECT user_id, thread_id, day_label, min(seq) AS lo, max(seq) AS hi FROM messages GROUP BY ALL) m
-        LEFT JOIN day_segments d ON d.thread_id = m.thread_id AND d.day_label = m.day_label
-        WHERE d.day_segment_id IS NULL OR d.starts_at_seq > m.lo OR d.ends_at_seq < m.hi
-        UNION ALL
-        SELECT d.user_id, d.thread_id, 'empty day ' || d.day_label FROM day_segments d
-        WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = d.thread_id AND m.day_label = d.day_label)""",
-     "a day segment does not cover its messages", _REPAIR),
-    ("store_conversation_bounds", """
-        SELECT c.user_id, c.thread_id, 'conversation ' || c.conversation_id FROM conversations c
-        LEFT JOIN (SELECT conversation_id, min(seq) AS lo, max(seq) AS hi FROM messages
-                   WHERE kind = 'turn' GROUP BY 1) m ON m.conversation_id = c.conversation_id
-        WHERE m.lo IS NULL OR c.first_seq > m.lo OR c.last_seq < m.hi""",
-     "a conversation's bounds do not hold its turns", _REPAIR),
-    ("store_summary_span", """
-        SELECT s.user_id, s.thread_id, 'summary ' || s.summary_id FROM summaries s
-        LEFT JOIN threads t ON t.thread_id = s.thread_id
-        WHERE t.thread_id IS NULL OR t.user_id != s.user_id OR s.from_seq < 1 OR s.from_seq > s.to_seq
-           OR s.to_seq > (SELECT coalesce(max(seq), 0) FROM messages m WHERE m.thread_id = s.thread_id)""",
-     "a summary's span lies outside its thread", _REPAIR),
+_STORE_CHECKS: tuple[tuple[str, str, str], ...] = (
+    ("store_seq_order", "seq is not strictly increasing in time order", _RESTORE),
+    ("store_thread_tail", "the thread's highest seq given is below a stored seq (a new message would reuse it)",
+     _REPAIR),
+    ("store_orphan_turn", "a turn belongs to no stored conversation", _RESTORE),
+    ("store_day_bounds", "a day segment does not cover its messages", _REPAIR),
+    ("store_conversation_bounds", "a conversation's bounds do not hold its turns", _REPAIR),
+    ("store_summary_span", "a summary's span lies outside its thread", _REPAIR),
 )
 
 
@@ -256,12 +227,7 @@ def _manifest_problems(shard: Shard) -> list[str]:
 
 def _missing_messages(engine: ConversationEngine, user_id: str, shard: Shard) -> set[str]:
     referenced = sorted({m for c in shard.chunks.values() for m in c.message_ids})
-    if not referenced:
-        return set()
-    rows = engine.store.db.execute(
-        "SELECT x FROM unnest(?::VARCHAR[]) AS t(x) WHERE NOT EXISTS "
-        "(SELECT 1 FROM messages m WHERE m.message_id = t.x AND m.user_id = ?)", [referenced, user_id])
-    return {r[0] for r in rows}
+    return engine.store.checks.missing_messages(user_id, referenced)
 
 
 def _orphan_shards(root: Path, users: list[str]) -> list[Finding]:
@@ -305,25 +271,23 @@ def _repair_store(engine: ConversationEngine, report: DoctorReport) -> tuple[lis
     bounds = ("store_day_bounds", "store_conversation_bounds", "store_thread_tail")
     threads = sorted({f.target for f in report.findings if f.code in bounds and f.target})
     dropped = sorted({f.target for f in report.findings if f.code == "store_summary_span" and f.target})
-    with engine.store.db.transaction():
+    with engine.store.transaction():
         for thread_id in threads:
             _refresh_thread(engine, thread_id)
         if dropped:
-            engine.store.db.execute("DELETE FROM summaries WHERE list_contains(?, summary_id)", [dropped])
-            engine.store.timeline.revision += 1  # summary indexes rebuild on the next search
+            engine.store.timeline.delete_summaries(dropped)  # their users' summary indexes rebuild on next use
     return threads, dropped
 
 
 def _refresh_thread(engine: ConversationEngine, thread_id: str) -> None:
     """Day segments, conversation bounds and the highest seq given, from the thread's messages."""
-    timeline, db = engine.store.timeline, engine.store.db
-    days = db.execute("SELECT user_id, day_label, min(seq), max(seq) FROM messages WHERE thread_id = ? GROUP BY ALL",
-                      [thread_id])
+    timeline = engine.store.timeline
+    days = engine.store.checks.day_spans(thread_id)
     for user_id, day, lo, hi in days:
-        timeline.touch_day(user_id, thread_id, day, int(lo), int(hi), utcnow())  # creates a missing segment
+        timeline.touch_day(user_id, thread_id, day, lo, hi, utcnow())  # creates a missing segment
     timeline.refresh_day_bounds(thread_id)
     timeline.refresh_conversation_bounds(thread_id)
-    engine.store.advance_thread(thread_id, max((int(hi) for *_, hi in days), default=0))
+    engine.store.advance_thread(thread_id, max((hi for *_, hi in days), default=0))
 
 
 def _repair_dirs(engine: ConversationEngine, report: DoctorReport) -> list[str]:

@@ -37,4 +37,6 @@ def rebuild_on_ray(engine: ConversationEngine, users: list[str], *, address: str
         for rebuilt in report.rebuilt if here else ():
             engine.deleter.forget_unused_vectors(rebuilt.user_id)
             engine.summary_index.forget(rebuilt.user_id)
+        for user in users:  # summaries' vectors live in this store's cache, whichever storage took the shards
+            engine.summary_index.embed_pending(user)
     return report

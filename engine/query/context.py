@@ -25,8 +25,8 @@ from engine.models import Message, day_segment_id
 from engine.store.core import Store
 from engine.summaries.policy import day_summary_id
 from engine.timeutil import local_day, utcnow, zone
-from engine.query.tokens import PROBE_CHARS_PER_TOKEN, TokenCounter
 from engine.validation import seq_range, whole_number
+from indexers.wordpieces import PROBE_CHARS_PER_TOKEN, WordPieceCounter
 
 __all__ = [
     "TRUNCATION_TEXT",
@@ -102,7 +102,7 @@ def format_conversation(messages: Sequence[Item], tz: ZoneInfo | None = None) ->
     return "\n".join([CONVERSATION_HEADING, *(format_message(m, tz) for m in messages)])
 
 
-def trim_tool_output(text: str, max_tokens: int, counter: TokenCounter) -> str:
+def trim_tool_output(text: str, max_tokens: int, counter: WordPieceCounter) -> str:
     """`text` if it fits in `max_tokens`, else its head and tail around a placeholder, within `max_tokens`."""
     if counter.count_upto(text, max_tokens) <= max_tokens:
         return text
@@ -121,7 +121,7 @@ def trim_tool_output(text: str, max_tokens: int, counter: TokenCounter) -> str:
 _Spans = list[tuple[int, int]]
 
 
-def _edge_spans(text: str, max_tokens: int, counter: TokenCounter) -> tuple[_Spans, _Spans]:
+def _edge_spans(text: str, max_tokens: int, counter: WordPieceCounter) -> tuple[_Spans, _Spans]:
     """Token spans at the head and at the tail of `text`; a long text is only tokenised near its ends."""
     window = PROBE_CHARS_PER_TOKEN * max_tokens + 256
     if len(text) > 2 * window:
@@ -138,7 +138,7 @@ def _placeholder(omitted_chars: int) -> str:
     return f"[... {omitted_chars} characters omitted ...]"
 
 
-def _newest_fitting(messages: Sequence[Message], room: int, counter: TokenCounter, tz: ZoneInfo | None = None,
+def _newest_fitting(messages: Sequence[Message], room: int, counter: WordPieceCounter, tz: ZoneInfo | None = None,
                     transform: Callable[[Message], Message] | None = None) -> list[Message]:
     """The longest run of newest messages whose line groups fit in `room` tokens (counted newest first)."""
     kept: list[Message] = []
@@ -153,7 +153,7 @@ def _newest_fitting(messages: Sequence[Message], room: int, counter: TokenCounte
 
 
 def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_tokens: int = 4500, *,
-                         counter: TokenCounter, tz: ZoneInfo | None = None) -> list[Item]:
+                         counter: WordPieceCounter, tz: ZoneInfo | None = None) -> list[Item]:
     """Fit `format_conversation(result)` into max_tokens - reserved_tokens tokens.
 
     Everything fits: the messages unchanged. Otherwise the first message (the request that set the
@@ -176,7 +176,7 @@ def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_
     return _shrink([messages[0]] if keep_first else [], recent, len(messages), budget, counter, tz)
 
 
-def _shrink(first: list[Message], recent: list[Message], total: int, budget: int, counter: TokenCounter,
+def _shrink(first: list[Message], recent: list[Message], total: int, budget: int, counter: WordPieceCounter,
             tz: ZoneInfo | None = None) -> list[Item]:
     """Assemble first + marker + recent, dropping more (oldest recent, then first) until the block fits."""
     while True:
@@ -189,13 +189,13 @@ def _shrink(first: list[Message], recent: list[Message], total: int, budget: int
             first = []
 
 
-def _fits(items: Sequence[Item], budget: int, counter: TokenCounter, tz: ZoneInfo | None = None) -> bool:
+def _fits(items: Sequence[Item], budget: int, counter: WordPieceCounter, tz: ZoneInfo | None = None) -> bool:
     return counter.count(format_conversation(items, tz)) <= budget
 
 
 # Assembler -------------------------------------------------------------------------------------------
 class ContextAssembler:
-    def __init__(self, store: Store, counter: TokenCounter, settings: Settings, *,
+    def __init__(self, store: Store, counter: WordPieceCounter, settings: Settings, *,
                  clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.counter = counter

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from engine.errors import InvalidInputError
-from engine.store.rows import naive_utc
 from engine.store.core import Store
 from engine.timeutil import parse_day, parse_timestamp, zone
 
@@ -51,16 +50,4 @@ def seq_intervals(store: Store, user_id: str, filters: SearchFilters) -> Interva
     """thread -> (first seq, last seq) the filters allow; None when there are no filters."""
     if not filters.active:
         return None
-    sql = "SELECT thread_id, min(seq), max(seq) FROM messages WHERE user_id = ?"
-    params: list[object] = [user_id]
-    if filters.day is not None:
-        sql += " AND day_label = ?"
-        params.append(filters.day)
-    if filters.start is not None:
-        sql += " AND created_at >= ?"
-        params.append(naive_utc(filters.start))
-    if filters.end is not None:
-        sql += " AND created_at < ?"
-        params.append(naive_utc(filters.end))
-    rows = store.db.execute(sql + " GROUP BY thread_id", params)
-    return {thread: (int(lo), int(hi)) for thread, lo, hi in rows}
+    return store.history.seq_bounds(user_id, day=filters.day, start=filters.start, end=filters.end)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Callable
 
 from engine.errors import InvalidInputError
 from engine.models import DaySegment, Message, Summary, User
@@ -32,7 +32,6 @@ from engine.query.navigation_results import (
     message_view,
     summary_view,
 )
-from engine.store.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc
 from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import check_text, check_unit_interval
 from engine.timeutil import parse_timestamp, utcnow, zone
@@ -51,13 +50,6 @@ __all__ = [
 
 MAX_LIMIT = 10_000  # largest page, window or seq range one call returns
 
-# Messages no summary of the thread covers (one parameter: the thread id). Each side is filtered
-# to the thread in its own subquery so DuckDB runs a pure range join: with the thread equality in
-# the ON clause it falls back to a hash join plus filter, ~30x slower on 100k messages.
-_UNCOVERED = (
-    "messages ANTI JOIN (SELECT from_seq, to_seq FROM summaries WHERE thread_id = ?) s "
-    "ON messages.seq >= s.from_seq AND messages.seq <= s.to_seq"
-)
 Span = tuple[int, int]  # inclusive seq bounds
 
 
@@ -85,14 +77,11 @@ class Navigator:
     def get_day(self, user_id: str, day_segment_id: str) -> DayView:
         """The day's summary (None until summarised) and its turns' ids in order."""
         segment = self._segment(user_id, day_segment_id)
-        rows = self.store.db.execute(
-            "SELECT message_id FROM messages WHERE thread_id = ? AND day_label = ? AND kind = 'turn' ORDER BY seq",
-            [segment.thread_id, segment.day_label],
-        )
+        ids = self.store.history.turn_ids_of_day(segment.thread_id, segment.day_label)
         return DayView(
             day_segment_id=segment.day_segment_id, thread_id=segment.thread_id, day_label=segment.day_label,
             summary_markdown=segment.summary_markdown, updated_at=segment.updated_at,
-            message_ids=tuple(r[0] for r in rows),
+            message_ids=tuple(ids),
         )
 
     def get_day_range(self, user_id: str, day_segment_id: str, from_message_id: str,
@@ -106,8 +95,7 @@ class Navigator:
                 f"the range is reversed: from_message_id {from_message_id!r} (seq {first.seq}) comes after "
                 f"to_message_id {to_message_id!r} (seq {last.seq}); swap them"
             )
-        found = self._turns(segment.thread_id, "day_label = ? AND seq BETWEEN ? AND ?",
-                            [segment.day_label, first.seq, last.seq], limit=None)
+        found = self.store.history.turns_of_day(segment.thread_id, segment.day_label, first.seq, last.seq)
         return [message_view(m) for m in found]
 
     # By time ---------------------------------------------------------------------------------
@@ -122,7 +110,7 @@ class Navigator:
         start_seq = 0 if from_seq is None else _whole("from_seq", from_seq, maximum=None)
         user, thread = self._scope(user_id, thread_id)
         since = _moment(timestamp, user)
-        rows = self._turns(thread, "created_at >= ? AND seq >= ?", [naive_utc(since), start_seq], limit=limit + 1)
+        rows = self.store.history.turns_since(thread, since, start_seq, limit + 1)
         shown, rest = rows[:limit], rows[limit:]
         summaries = self._summaries_ending_after(thread, since) if include_summaries else ()
         return TurnsSince(
@@ -146,8 +134,8 @@ class Navigator:
         moment = _moment(timestamp, user)
         want_before = int(count * ratio)
         want_after = count - want_before
-        before = self._turns(thread, "created_at < ?", [naive_utc(moment)], limit=want_before, newest_first=True)
-        after = self._turns(thread, "created_at >= ?", [naive_utc(moment)], limit=want_after)
+        before = self.store.history.turns_before(thread, moment, want_before)
+        after = self.store.history.turns_from(thread, moment, want_after)
         return TurnsAround(
             moment=moment, messages=tuple(message_view(m) for m in [*reversed(before), *after]),
             before_count=len(before), after_count=len(after), requested_before=want_before,
@@ -166,10 +154,8 @@ class Navigator:
         """
         turns = _whole("turns", turns)
         _, thread = self._scope(user_id, thread_id)
-        uncovered = int(self.store.db.execute(
-            f"SELECT count(*) FROM {_UNCOVERED} WHERE thread_id = ? AND kind = 'turn'", [thread, thread]
-        )[0][0])
-        raw = self._turns(thread, "TRUE", [], limit=turns, newest_first=True, uncovered=True)[::-1]
+        uncovered = self.store.history.uncovered_turn_count(thread)
+        raw = self.store.history.latest_uncovered_turns(thread, turns)[::-1]
         chosen = self._cover(thread, turns - len(raw)) if 0 < turns and uncovered < turns else ()
         covered = len(raw) + sum(s.message_count - s.overlap for s in chosen)
         return ConversationContext(
@@ -193,7 +179,7 @@ class Navigator:
                 f"the range {start}..{end} is wider than {MAX_LIMIT} seqs: ask for it in pieces"
             )
         _, thread = self._scope(user_id, thread_id)
-        return [message_view(m) for m in self._turns(thread, "seq >= ? AND seq < ?", [start, end], limit=None)]
+        return [message_view(m) for m in self.store.history.turns_between_seqs(thread, start, end)]
 
     def substring_search(self, user_id: str, text: str, *, limit: int = SUBSTRING_LIMIT,
                          thread_id: str | None = None) -> list[tuple[int, MessageView]]:
@@ -204,8 +190,7 @@ class Navigator:
         check_text("text", text)
         limit = _whole("limit", limit, minimum=1)
         _, thread = self._scope(user_id, thread_id)
-        # strpos on a bound parameter: never a LIKE pattern or a regex, so nothing needs escaping.
-        found = self._turns(thread, "strpos(lower(content), lower(?)) > 0", [text], limit=limit)
+        found = self.store.history.turns_containing(thread, text, limit)
         return [(_offset(m.content, text), message_view(m)) for m in found]
 
     # Helpers ---------------------------------------------------------------------------------
@@ -229,29 +214,9 @@ class Navigator:
             )
         return message
 
-    def _turns(self, thread_id: str, where: str, params: Sequence[object], *, limit: int | None,
-               newest_first: bool = False, uncovered: bool = False) -> list[Message]:
-        """The thread's turns matching `where` (a constant of this module, never caller text)."""
-        source = _UNCOVERED if uncovered else "messages"
-        sql = f"SELECT {MESSAGE_COLUMNS} FROM {source} WHERE thread_id = ? AND kind = 'turn' AND ({where})"
-        sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
-        args: list[object] = [*([thread_id] if uncovered else []), thread_id, *params]
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return [message_from_row(r) for r in self.store.db.execute(sql, args)]
-
     def _summary_stats(self, thread_id: str) -> list[_SummaryStats]:
         """Each summary with its real turn count and end time (messages may have been deleted)."""
-        # Per-thread subqueries keep this a pure range join (see _UNCOVERED).
-        rows = self.store.db.execute(
-            "SELECT s.summary_id, count(m.seq) FILTER (WHERE m.kind = 'turn'), max(m.created_at) "
-            "FROM (SELECT summary_id, from_seq, to_seq FROM summaries WHERE thread_id = ?) s "
-            "LEFT JOIN (SELECT seq, kind, created_at FROM messages WHERE thread_id = ?) m "
-            "ON m.seq >= s.from_seq AND m.seq <= s.to_seq GROUP BY s.summary_id",
-            [thread_id, thread_id],
-        )
-        stats = {r[0]: (int(r[1]), aware(r[2])) for r in rows}
+        stats = self.store.history.summary_turn_stats(thread_id)
         return [_SummaryStats(s, *stats[s.summary_id]) for s in self.store.timeline.summaries(thread_id)]
 
     def _summaries_ending_after(self, thread_id: str, since: datetime) -> tuple[SummaryView, ...]:
@@ -272,23 +237,13 @@ class Navigator:
                 break
             span = (st.summary.from_seq, st.summary.to_seq)
             gaps = _subtract(span, union)
-            fresh = st.count if gaps == [span] else self._count_turns(thread_id, gaps)
+            fresh = st.count if gaps == [span] else self.store.history.turn_count_in_spans(thread_id, gaps)
             if fresh == 0:
                 continue  # already covered by a newer choice, or nothing stored in it
             chosen.append(summary_view(st.summary, st.count, st.ends_at, overlap=st.count - fresh))
             union = _merge(union, span)
             got += fresh
         return tuple(sorted(chosen, key=lambda v: (v.from_seq, v.to_seq)))
-
-    def _count_turns(self, thread_id: str, spans: list[Span]) -> int:
-        if not spans:
-            return 0
-        rows = self.store.db.execute(
-            "SELECT count(*) FROM (SELECT seq FROM messages WHERE thread_id = ? AND kind = 'turn') m "
-            "JOIN (SELECT unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) g ON m.seq >= g.lo AND m.seq <= g.hi",
-            [thread_id, [lo for lo, _ in spans], [hi for _, hi in spans]],
-        )
-        return int(rows[0][0])
 
     def _future_notice(self, since: datetime) -> str | None:
         now = self.clock()

@@ -1,7 +1,9 @@
 """Summaries as search candidates: a small per-user BM25 and vector set, rebuilt when they change.
 
 A user has few summaries (one a day or conversation), so exact scoring of all of them is cheaper
-than keeping an ANN graph; the vectors come from the same cache as the windows'.
+than keeping an ANN graph; the vectors come from the same cache as the windows'. The write paths
+embed new summaries (`embed_pending`); a search only reads the cache, so it never embeds or writes,
+and a summary without a vector yet is scored lexically, as a window without one is.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import numpy as np
 
 from engine.models import Summary
 from indexers.bm25 import Bm25Index
-from indexers.embedding_cache import content_hash
+from engine.store.embedding_cache import content_hash
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text"]
+__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text", "summary_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,7 @@ class SummaryMatches:
     summaries: tuple[Summary, ...]
     lexical_raw: np.ndarray
     matched: np.ndarray  # shares a term with the query
-    cosine: np.ndarray | None  # None when there are no vectors (lexical mode)
+    cosine: np.ndarray | None  # None when there are no vectors (lexical mode); NaN: no vector yet
     spans: "Spans"  # of these summaries, as arrays
 
 
@@ -82,17 +84,42 @@ class _Entry:
     fingerprint: tuple
     summaries: tuple[Summary, ...]
     bm25: Bm25Index
-    vectors: np.ndarray | None
+    vectors: np.ndarray | None  # NaN rows: not embedded yet
     coverage: Coverage
     spans: Spans
     every: np.ndarray  # labels 0..n-1: what an unfiltered query scores
 
 
 class SummaryIndex:
+    """Per user, keyed on the store's revision of the user's summaries: one user's write leaves
+    every other user's index as it is."""
+
     def __init__(self, pipeline: IndexPipeline) -> None:
         self.pipeline = pipeline
         self._entries: dict[str, _Entry] = {}
+        self._embedded: dict[str, int] = {}  # user -> the summary revision whose summaries all have vectors
         self._lock = threading.Lock()
+
+    def embeds_pending(self, user_id: str) -> bool:
+        """Whether this process wrote summaries of the user since `embed_pending` last ran for them
+        (what the background step asks, without reading the store)."""
+        return self.pipeline.cache is not None and self._embedded.get(user_id, 0) != self._revision(user_id)
+
+    def embed_pending(self, user_id: str) -> int:
+        """Embed the user's summaries that have no vector yet (the write paths call this, never a
+        search); returns how many texts were embedded. The store is read once per user and process,
+        then only after the user's summaries change."""
+        cache = self.pipeline.cache
+        revision = self._revision(user_id)
+        if cache is None or self._embedded.get(user_id) == revision:
+            return 0
+        texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id)}
+        missing = cache.missing(user_id, list(texts))
+        if missing:
+            self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing])
+            self.forget(user_id)  # its next use reads the new vectors
+        self._embedded[user_id] = revision
+        return len(missing)
 
     def match(self, user_id: str, query_tokens: list[str], query_vector: np.ndarray | None,
               intervals: dict[str, tuple[int, int]] | None) -> SummaryMatches:
@@ -118,8 +145,11 @@ class SummaryIndex:
         with self._lock:
             self._entries.pop(user_id, None)
 
+    def _revision(self, user_id: str) -> int:
+        return self.pipeline.store.timeline.revision(user_id)
+
     def _entry(self, user_id: str, *, with_vectors: bool) -> _Entry:
-        fingerprint = (self.pipeline.store.timeline.revision,)
+        fingerprint = (self._revision(user_id),)
         with self._lock:
             entry = self._entries.get(user_id)
             if entry is None or entry.fingerprint != fingerprint or (with_vectors and entry.vectors is None and entry.summaries):
@@ -133,14 +163,30 @@ class SummaryIndex:
         bm25 = Bm25Index(self.pipeline.params.bm25)
         if summaries:
             bm25.add(list(range(len(summaries))), [self.pipeline.tokenizer.tokenize(t) for t in texts])
-        vectors = None
-        if with_vectors and self.pipeline.embedder is not None and summaries:
-            hashes = [content_hash(t) for t in texts]
-            vectors, _ = self.pipeline.cached_vectors(user_id, hashes, texts)
+        vectors = self._cached_vectors(user_id, summaries) if with_vectors else None
         return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries), Spans.of(summaries),
                       np.arange(len(summaries), dtype=np.int64))
+
+
+    def _cached_vectors(self, user_id: str, summaries: Sequence[Summary]) -> np.ndarray | None:
+        """The summaries' vectors as the cache holds them, NaN rows for those it does not (read only)."""
+        embedder, cache = self.pipeline.embedder, self.pipeline.cache
+        if embedder is None or cache is None or not summaries:
+            return None
+        keys = [summary_key(s) for s in summaries]
+        found = cache.get(user_id, keys)
+        vectors = np.full((len(keys), embedder.dim), np.nan, dtype=np.float32)
+        for row, key in enumerate(keys):
+            if key in found:
+                vectors[row] = found[key]
+        return vectors
 
 
 def summary_text(summary: Summary) -> str:
     """What a summary is indexed and embedded as."""
     return f"{summary.title}\n{summary.markdown}" if summary.title else summary.markdown
+
+
+def summary_key(summary: Summary) -> str:
+    """The embedding cache's key of a summary's vector."""
+    return content_hash(summary_text(summary))

@@ -7,17 +7,22 @@ message is answered exactly like an unknown id, so nothing leaks across tenants.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
+from engine.store.checks import StoreChecks
 from engine.store.db import Database
+from engine.store.embedding_cache import EmbeddingCache
+from engine.store.history import History
 from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadError, UnknownUserError
 from engine.models import Message, Thread, User
 from engine.store.rows import MESSAGE_COLUMNS, message_from_row, naive_utc, thread_from_row, user_from_row
 from engine.store.timeline import Timeline
+from engine.text_rules import id_problem
 from engine.timeutil import utcnow, zone
 
 __all__ = ["Store", "STORE_FILENAME", "continuous_thread_id"]
@@ -39,12 +44,23 @@ def continuous_thread_id(user_id: str) -> str:
 
 
 class Store:
-    """Users, threads and messages; conversations, days and summaries live in `self.timeline`."""
+    """Users, threads and messages; conversations, days and summaries live in `self.timeline`, the
+    reads navigation and filters need in `self.history`, the doctor's checks in `self.checks`."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.db = Database(path)
         self.timeline = Timeline(self.db)
+        self.history = History(self.db)
+        self.checks = StoreChecks(self.db)
         self._users: dict[str, User] = {}  # users never change once created; deletion evicts
+
+    def embedding_cache(self, model: str) -> EmbeddingCache:
+        """The vectors `model` gave the users' texts, kept in this store's file (derived data)."""
+        return EmbeddingCache(self.db, model)
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """All-or-nothing: the writes inside commit together (nested calls join the outer one)."""
+        return self.db.transaction()
 
     def close(self) -> None:
         self.db.close()
@@ -78,8 +94,16 @@ class Store:
         user = self._users[user_id] = user_from_row(rows[0])
         return user
 
-    def forget_cached_user(self, user_id: str) -> None:
+    def delete_user(self, user_id: str) -> int:
+        """Every row of the user in every table, the embedding cache included, in one transaction;
+        returns how many messages went."""
+        count = int(self.db.execute("SELECT count(*) FROM messages WHERE user_id = ?", [user_id])[0][0])
+        with self.db.transaction():
+            for table in ("messages", "summaries", "day_segments", "conversations", "threads", "embedding_cache", "users"):
+                self.db.execute(f"DELETE FROM {table} WHERE user_id = ?", [user_id])
+        self.timeline.summaries_changed(user_id)
         self._users.pop(user_id, None)
+        return count
 
     def list_users(self) -> list[User]:
         return [user_from_row(r) for r in self.db.execute("SELECT user_id, timezone, created_at FROM users ORDER BY user_id")]
@@ -159,6 +183,11 @@ class Store:
         if not rows or (user_id is not None and rows[0][2] != user_id):
             raise UnknownMessageError(f"unknown message {message_id!r}: message ids come from search results")
         return message_from_row(rows[0])
+
+    def message_ids_of_conversation(self, user_id: str, conversation_id: str) -> list[str]:
+        rows = self.db.execute(
+            "SELECT message_id FROM messages WHERE conversation_id = ? AND user_id = ?", [conversation_id, user_id])
+        return [r[0] for r in rows]
 
     def messages_by_ids(self, message_ids: Sequence[str], *, user_id: str) -> list[Message]:
         """The user's messages among `message_ids`, in thread and seq order (unknown ids skipped)."""
@@ -264,5 +293,6 @@ class Store:
 
 
 def _check_id(name: str, value: object) -> None:
-    if not isinstance(value, str) or not value.strip() or len(value) > 256 or any(ord(c) < 32 for c in value):
-        raise InvalidInputError(f"{name} must be a non-empty string of at most 256 printable characters, got {value!r}")
+    problem = id_problem(name, value)
+    if problem:
+        raise InvalidInputError(problem)

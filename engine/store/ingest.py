@@ -15,11 +15,11 @@ from typing import Callable, Sequence
 from engine.errors import InvalidInputError, InvalidTimestampError, OutOfOrderError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store.core import Store
-from engine.text_rules import surrogate_problem
+from engine.text_rules import id_problem, surrogate_problem
 from engine.store.timeline import Timeline, conversation_id_for
 from engine.timeutil import local_day, message_time_problem, to_utc, utcnow, zone
 
-__all__ = ["Ingestor", "MAX_MESSAGE_CHARS"]
+__all__ = ["Ingestor", "MAX_MESSAGE_CHARS", "message_problem"]
 
 MAX_MESSAGE_CHARS = 8 * 1024 * 1024  # a 1 MB message is stored intact; 8 MB is a sign of a mistake
 
@@ -208,23 +208,32 @@ def _validated(message: NewMessage, index: int) -> NewMessage:
         raise InvalidInputError(f"message {index}: created_at must be a datetime, got {type(message.created_at).__name__}")
     if message.kind not in ("turn", "note"):
         raise InvalidInputError(f"message {index}: kind {message.kind!r} is not 'turn' or 'note'")
+    problem = message_problem(message)
+    if problem:
+        raise InvalidInputError(f"message {index}: {problem}")
+    return message
+
+
+def message_problem(message: NewMessage) -> str | None:
+    """Why a new message cannot be stored (its role, text or ids), or None: the rule live ingest and
+    every importer apply, each with its own error."""
     if message.role not in ROLES:
-        raise InvalidInputError(f"message {index}: role {message.role!r} is not one of {', '.join(ROLES)}")
+        return f"role {message.role!r} is not one of {', '.join(ROLES)}"
     if not isinstance(message.content, str):
-        raise InvalidInputError(f"message {index}: content must be a string")
+        return "content must be a string"
     if len(message.content) > MAX_MESSAGE_CHARS:
-        raise InvalidInputError(f"message {index}: content over {MAX_MESSAGE_CHARS} characters: split it")
+        return f"content is over {MAX_MESSAGE_CHARS} characters: split it"
     if "\x00" in message.content:
-        raise InvalidInputError(f"message {index}: content holds a NUL character: remove it")
+        return "content holds a NUL character: remove it"
     for name in ("content", "speaker", "message_id", "external_id"):
         value = getattr(message, name)
         if isinstance(value, str) and surrogate_problem(value):
-            raise InvalidInputError(f"message {index}: {name} {surrogate_problem(value)}")
+            return f"{name} {surrogate_problem(value)}"
     for name in ("message_id", "external_id"):
         value = getattr(message, name)
-        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 256):
-            raise InvalidInputError(f"message {index}: {name} must be a non-empty string of at most 256 characters")
-    return message
+        if value is not None and id_problem(name, value):
+            return id_problem(name, value)
+    return None
 
 
 def _check_order(messages: list[NewMessage], last_at: datetime | None) -> None:

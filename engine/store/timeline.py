@@ -30,9 +30,18 @@ def conversation_id_for(thread_id: str, ordinal: int) -> str:
 class Timeline:
     def __init__(self, db: Database) -> None:
         self.db = db
-        # Bumped by every summary write, so in-memory summary indexes know when to rebuild
-        # without asking the database on each search.
-        self.revision = 0
+        # Per user, bumped by every write of that user's summaries (here and in Store.delete_user, nowhere
+        # else), so an in-memory summary index knows when to rebuild without asking the database on
+        # each search, and one user's write never rebuilds another's.
+        self._revisions: dict[str, int] = {}
+
+    def revision(self, user_id: str) -> int:
+        """How many times the user's summaries changed in this process (0 before any change)."""
+        return self._revisions.get(user_id, 0)
+
+    def summaries_changed(self, user_id: str) -> None:
+        """Bump the user's revision: only the store's own writes call this."""
+        self._revisions[user_id] = self._revisions.get(user_id, 0) + 1
 
     # Conversations ---------------------------------------------------------------------------
     def last_conversation(self, thread_id: str) -> tuple[Conversation, int] | None:
@@ -68,6 +77,14 @@ class Timeline:
             "UPDATE conversations SET ended_at = ?, end_reason = ? WHERE conversation_id = ? AND ended_at IS NULL",
             [naive_utc(ended_at), reason, conversation_id],
         )
+
+    def clear_conversation_summaries(self, conversation_ids: Sequence[str]) -> None:
+        """Forget the titles and briefs of these conversations (they may quote deleted messages)."""
+        self.db.execute("UPDATE conversations SET title = NULL, summary = NULL WHERE list_contains(?, conversation_id)",
+                        [list(conversation_ids)])
+
+    def delete_conversation(self, conversation_id: str, *, user_id: str) -> None:
+        self.db.execute("DELETE FROM conversations WHERE conversation_id = ? AND user_id = ?", [conversation_id, user_id])
 
     def set_conversation_summary(self, conversation_id: str, title: str, summary: str) -> None:
         self.db.execute(
@@ -153,14 +170,12 @@ class Timeline:
 
     def clear_day_summaries(self, thread_id: str, day_labels: Sequence[date]) -> None:
         """Forget day summaries that may quote deleted messages (they are rebuilt when the day updates)."""
-        self.revision += 1
         self.db.execute(
             "UPDATE day_segments SET summary_markdown = NULL WHERE thread_id = ? AND list_contains(?, day_label)",
             [thread_id, list(day_labels)],
         )
 
     def set_day_summary(self, segment_id: str, markdown: str | None, at: datetime) -> None:
-        self.revision += 1
         self.db.execute(
             "UPDATE day_segments SET summary_markdown = ?, updated_at = ? WHERE day_segment_id = ?",
             [markdown, naive_utc(at), segment_id],
@@ -182,7 +197,7 @@ class Timeline:
 
     # Summaries -------------------------------------------------------------------------------
     def upsert_summary(self, summary: Summary) -> None:
-        self.revision += 1
+        self.summaries_changed(summary.user_id)
         self.db.execute("DELETE FROM summaries WHERE summary_id = ?", [summary.summary_id])
         self.db.execute(
             f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -214,10 +229,21 @@ class Timeline:
 
     def delete_summaries_touching(self, thread_id: str, seqs: Sequence[int]) -> list[str]:
         """Drop summaries whose span holds any of `seqs` (their text may quote deleted words)."""
-        self.revision += 1
         rows = self.db.execute(
             "DELETE FROM summaries s WHERE thread_id = ? AND EXISTS "
-            "(SELECT 1 FROM unnest(?::BIGINT[]) AS t(x) WHERE t.x BETWEEN s.from_seq AND s.to_seq) RETURNING summary_id",
+            "(SELECT 1 FROM unnest(?::BIGINT[]) AS t(x) WHERE t.x BETWEEN s.from_seq AND s.to_seq) "
+            "RETURNING summary_id, user_id",
             [thread_id, list(seqs)],
         )
+        return self._dropped(rows)
+
+    def delete_summaries(self, summary_ids: Sequence[str]) -> list[str]:
+        """Drop these summaries (of any user); returns the ids that were stored."""
+        rows = self.db.execute("DELETE FROM summaries WHERE list_contains(?, summary_id) RETURNING summary_id, user_id",
+                               [list(summary_ids)])
+        return self._dropped(rows)
+
+    def _dropped(self, rows: list[tuple]) -> list[str]:
+        for user_id in {r[1] for r in rows}:
+            self.summaries_changed(user_id)
         return [r[0] for r in rows]

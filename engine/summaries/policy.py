@@ -29,8 +29,8 @@ from engine.store.core import Store
 from engine.summaries.summarizers import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
 from engine.summaries.retries import RetryQueue, SummaryJob
 from engine.timeutil import utcnow, zone
-from engine.query.tokens import TokenCounter
 from engine.validation import seq_range, whole_number
+from indexers.wordpieces import WordPieceCounter
 
 __all__ = [
     "SummaryService",
@@ -89,14 +89,14 @@ class SummarizeReport:
 class SummaryService:
     def __init__(self, store: Store, summarizer: Summarizer | None, settings: Settings, *,
                  clock: Callable[[], datetime] = utcnow, ingestor: Ingestor | None = None,
-                 counter: TokenCounter | None = None) -> None:
+                 counter: WordPieceCounter | None = None) -> None:
         self.store = store
         self.summarizer = summarizer
         self.settings = settings
         self.clock = clock
         self.ingestor = ingestor or Ingestor(
             store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
-        self.counter = counter or TokenCounter()
+        self.counter = counter or WordPieceCounter()
         self.retries = RetryQueue()
 
     # On request --------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ class SummaryService:
         label = segment.day_label
         summary = self._build(day_summary_id(segment.thread_id, label), user_id, "day", turns, markdown,
                               title=f"Day summary {label.isoformat()}", day_label=label)
-        with self.store.db.transaction():
+        with self.store.transaction():
             self.store.timeline.upsert_summary(summary)
             self.store.timeline.set_day_summary(segment.day_segment_id, markdown, summary.updated_at)
             self._append_note(user_id, segment.thread_id, DAY_NOTE_PREFIX + label.isoformat())
@@ -291,7 +291,7 @@ class SummaryService:
         brief = self._brief(user_id, markdown, turns)
         summary = self._build(conversation_summary_id(conversation.thread_id, conversation_id), user_id,
                               "conversation", turns, markdown, title=title, conversation_id=conversation_id)
-        with self.store.db.transaction():
+        with self.store.transaction():
             self.store.timeline.upsert_summary(summary)
             self.store.timeline.set_conversation_summary(conversation_id, title, brief)
         log.info("summary.conversation_updated conversation_id=%s messages=%d", conversation_id, len(turns))

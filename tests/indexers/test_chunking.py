@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime, timezone
 from functools import lru_cache
 
@@ -22,7 +21,6 @@ from indexers.chunking import (
     render_line,
     speaker_label,
 )
-from indexers.wordpieces import cap_tool_output
 
 THREAD = "alice:continuous"
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -208,42 +206,9 @@ def test_word_by_word_counts_and_cuts_equal_the_tokenizer_on_any_text(text: str)
     assert counter().split(text, 7) == whole.split(text, 7)
     glued = text.replace(" ", "")  # long words: cuts inside them
     assert counter().split(glued, 2) == whole.split(glued, 2)
-    assert counter().prefix_within(text, 5) == whole.prefix_within(text, 5)
-    assert counter().suffix_within(text, 5) == whole.suffix_within(text, 5)
 
 
 # --- examples ---------------------------------------------------------------------------------
-
-def test_long_tool_output_keeps_head_and_tail_within_the_cap() -> None:
-    output = "BEGIN " + words(2500) + " END"
-    assert counter().count(output) >= 5000
-    capped = cap_tool_output(output, 96, counter())
-    assert counter().count(capped) <= 96
-    assert capped.startswith("BEGIN w0 apple w1 apple") and capped.endswith("w2499 apple END")
-    head, omitted, tail = re.fullmatch(r"(.*)\n\[… (\d+) tokens of tool output omitted …\]\n(.*)", capped, re.S).groups()
-    assert output.startswith(head) and output.endswith(tail)
-    assert counter().count(head) + int(omitted) + counter().count(tail) == counter().count(output)
-    assert min(counter().count(head), counter().count(tail)) >= 30  # both ends really kept
-
-
-@pytest.mark.parametrize("output", [
-    " ".join(["qzxjwvkb" * 12] * 60),  # words of 96 pieces each: no word start within either budget
-    ",".join(f"k{i}" for i in range(3000)),  # no white space, words split by punctuation only
-    "\n".join(f"log line {i}: " + "y" * (i % 300) for i in range(400)),  # long words among short ones
-    "日本語のテキスト" * 400,  # CJK: one piece a character
-])
-def test_capped_tool_output_keeps_exact_ends_whatever_the_text(output: str) -> None:
-    total = counter().count(output)
-    capped = cap_tool_output(output, 96, counter())
-    assert counter().count(capped) <= 96 < total
-    head, omitted, tail = re.fullmatch(r"(.*)\n\[… (\d+) tokens of tool output omitted …\]\n(.*)", capped, re.S).groups()
-    assert head and output.startswith(head) and output.endswith(tail)
-    assert counter().count(head) + int(omitted) + counter().count(tail) == total
-
-
-def test_short_tool_output_is_unchanged_by_the_cap() -> None:
-    assert cap_tool_output("exit code 0", 96, counter()) == "exit code 0"
-
 
 def test_a_long_tool_output_is_indexed_whole_in_pieces_that_point_to_it() -> None:
     output = "BEGIN " + words(400) + " ECONNRESET " + words(400, "v") + " END"

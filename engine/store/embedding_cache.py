@@ -42,6 +42,11 @@ class EmbeddingCache:
             known = self._known[user_id] = {hash(h) for h in table.column("content_hash").to_pylist()}
         return known
 
+    def missing(self, user_id: str, hashes: Sequence[str]) -> list[str]:
+        """The distinct hashes among these that the cache holds no vector for (answered from memory)."""
+        known = self._known_of(user_id)
+        return sorted({h for h in hashes if hash(h) not in known})
+
     def get(self, user_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors of these hashes (one query, and none when the memory says none is cached)."""
         known = self._known_of(user_id)
