@@ -12,7 +12,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from functools import lru_cache, wraps
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import httpx
 
@@ -34,6 +35,7 @@ __all__ = [
     "word_count",
 ]
 
+T = TypeVar("T")
 log = logging.getLogger("convsearch.summarize")
 log.addHandler(logging.NullHandler())
 
@@ -78,28 +80,48 @@ def _normalise(text: str) -> str:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of `text` (CJK full stops too), code blocks removed, list markers stripped (lines never join)."""
+    return list(_split_sentences(text))
+
+
+def _memo(fn: Callable[[str], T]) -> Callable[[str], T]:
+    """fn with its results memoised for texts up to 4,000 characters (at most 16k of them, ~64 MB
+    at worst): a message is read by its day's summary, its conversation's summary and title and
+    the day's progress updates, and each sentence's words are looked at several times."""
+    cached = lru_cache(maxsize=1 << 14)(fn)
+
+    @wraps(fn)
+    def memoised(text: str) -> T:
+        return cached(text) if len(text) <= 4000 else fn(text)
+    return memoised
+
+
+@_memo
+def _split_sentences(text: str) -> tuple[str, ...]:
     sentences: list[str] = []
     for line in _CODE_FENCE.sub(" ", _normalise(text)).splitlines():
         line = _LIST_PREFIX.sub("", line).strip()
         sentences.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return sentences
+    return tuple(sentences)
 
 
+@_memo
 def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
     cjk = len(_CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
 
-def _content_words(text: str) -> list[str]:
+@_memo
+def _content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
     words: list[str] = []
+    cjk = _CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
     for token in (t.lower().strip("'-") for t in _WORD.findall(text)):
-        if _CJK.search(token):
+        if cjk and _CJK.search(token):
             words += [token[i:i + 2] for i in range(max(len(token) - 1, 1))]
         elif len(token) > 2 and token not in _STOPWORDS:
             words.append(token)
-    return words
+    return tuple(words)
 
 
 def _quote(sentence: str) -> str:
