@@ -20,6 +20,7 @@ from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.ingest import Ingestor
 from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
+from indexers.phases import Phases, per_second
 from engine.navigation import Navigator
 from engine.navigation_results import ConversationContext, DayView, MessageView, TurnsAround, TurnsSince
 from engine.search import Searcher
@@ -102,18 +103,25 @@ class ConversationEngine:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise InvalidInputError("messages must be a list of messages (objects with role and content)")
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
+        phase = Phases()
         with self._writing(user_id):
-            result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
+            with phase("store"):
+                result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
-            self.summaries.after_ingest(user_id, result)
-            self._apply_retention(user_id, result.thread_id)
-            self.pipeline.update_lexical(user_id)
+            with phase("summaries"):
+                self.summaries.after_ingest(user_id, result)
+                self._apply_retention(user_id, result.thread_id)
+            with phase("lexical"):
+                self.pipeline.update_lexical(user_id)
             log.info("ingest user=%s lexical index updated", user_id)
             if index:
-                self.pipeline.embed_pending(user_id)
+                with phase("embed"):
+                    self.pipeline.embed_pending(user_id)
                 log.info("ingest user=%s new messages embedded", user_id)
-        return result
+        seconds = phase.elapsed()
+        return replace(result, seconds=round(seconds, 4), messages_per_s=per_second(len(result.inserted), seconds),
+                       phases_s=phase.seconds())
 
     def _apply_retention(self, user_id: str, thread_id: str) -> None:
         """With max_conversations_retained set, the oldest ended conversations go, with all derived."""
@@ -164,23 +172,30 @@ class ConversationEngine:
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
+        phase = Phases()
         with self._writing(), file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
-            report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
-                                 timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
-            for (user, thread), seqs in by_thread(report.rewritten).items():
-                self.pipeline.rewrite_messages(user, thread, seqs)
-                log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
+            with phase("store"):
+                report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
+                                     timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
+            with phase("rewrite"):
+                for (user, thread), seqs in by_thread(report.rewritten).items():
+                    self.pipeline.rewrite_messages(user, thread, seqs)
+                    log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
-            made = self._summarize_users(report.users, since=None)  # the same policy as live ingest, once per day
+            with phase("summaries"):  # the same policy as live ingest, once per day
+                made = self._summarize_users(report.users, since=None)
             report = replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
-            for user in report.users:
-                self.pipeline.refresh(user)
-                log.info("import user=%s lexical index refreshed", user)
+            with phase("lexical"):
+                for user in report.users:
+                    self.pipeline.refresh(user)
+                    log.info("import user=%s lexical index refreshed", user)
             if self._to_check is not None:
                 self._to_check.update(report.users)
-        return report
+        seconds = phase.elapsed()
+        return replace(report, seconds=round(seconds, 3), messages_per_s=per_second(report.inserted, seconds),
+                       phases_s=phase.seconds())
 
     # Summaries on bulk paths and on a schedule ------------------------------------------------
     def summarize(self, user_id: str | None = None, *, since: str | None = None) -> SummarizeReport:
