@@ -114,6 +114,9 @@ def word_count(text: str) -> int:
 @_memo
 def _content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
+    if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
+        return tuple(t for t in (t.strip("'-") for t in _WORD.findall(text.lower()))
+                     if len(t) > 2 and t not in _STOPWORDS)
     words: list[str] = []
     cjk = _CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
     for token in (t.lower().strip("'-") for t in _WORD.findall(text)):
@@ -122,6 +125,12 @@ def _content_words(text: str) -> tuple[str, ...]:
         elif len(token) > 2 and token not in _STOPWORDS:
             words.append(token)
     return tuple(words)
+
+
+@_memo
+def _spaced_words(text: str) -> tuple[str, ...]:
+    """The content words of a text that are not CJK bigrams (title keywords)."""
+    return tuple(w for w in _content_words(text) if not _CJK.search(w))
 
 
 def _quote(sentence: str) -> str:
@@ -210,10 +219,15 @@ def _quotable(messages: Sequence[Message]) -> list[Message]:
 def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
-        for text in split_sentences(m.content):
-            if word_count(text) >= 3 and any(c.isalpha() for c in text):
-                out.append(_Sentence(text, _speaker(m), index, m.role))
+        for text in _said(m.content):
+            out.append(_Sentence(text, _speaker(m), index, m.role))
     return out
+
+
+@_memo
+def _said(content: str) -> tuple[str, ...]:
+    """The sentences of a message a summary may quote: three words or more, some letters."""
+    return tuple(text for text in _split_sentences(content) if word_count(text) >= 3 and any(c.isalpha() for c in text))
 
 
 def _answered(question: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> bool:
@@ -232,6 +246,12 @@ def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequen
     text = sentence.text
     if _QUESTION.search(text):
         return None if _answered(sentence, messages, words_of) else "Open loops"
+    return _cued(text)
+
+
+@_memo
+def _cued(text: str) -> str | None:
+    """The section a statement's cue names (a pure function of its text: memoised)."""
     for name, cue in (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT),
                       ("Goals", _GOAL)):
         if cue.search(text):
@@ -260,6 +280,7 @@ def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
     return next((s for s in said if s.role == "user"), said[0] if said else (sentences[0] if sentences else None))
 
 
+@_memo
 def _strip_filler(text: str) -> str:
     previous = None
     while previous != text:  # strip "Hi, can you please help me ..." layer by layer
@@ -296,7 +317,7 @@ class ExtractiveSummarizer:
         turns = _quotable(messages)
         first = _first_request(_sentences(turns))
         base = _strip_filler(first.text) if first is not None else ""
-        keywords = Counter(w for m in turns for w in _content_words(m.content) if not _CJK.search(w))
+        keywords = Counter(w for m in turns for w in _spaced_words(m.content))
         ranked = [w for w, _ in sorted(keywords.items(), key=lambda kv: (-kv[1], kv[0]))]
         if not base and not ranked:
             return "Untitled conversation with no content yet"
