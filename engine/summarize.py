@@ -63,6 +63,7 @@ _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
 _LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#・•]+|\d+[.)])\s*")
 _WORD = re.compile(r"[\w'-]+", re.U)
+_ASCII_NOT_ALNUM = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _STOPWORDS = frozenset(
     "a an and are as at be but by can could do does for from had has have how i if in into is it its "
@@ -107,6 +108,8 @@ def _split_sentences(text: str) -> tuple[str, ...]:
 @_memo
 def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
+    if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
+        return sum(1 for w in text.split() if w.strip(_ASCII_NOT_ALNUM))
     cjk = len(_CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
