@@ -126,7 +126,8 @@ class SummaryService:
         """Apply the day policy and summarise ended conversations; returns the summaries written."""
         if self.summarizer is None or not result.inserted:
             return []
-        segments = self.store.timeline.day_segments(result.thread_id)
+        # days only open at the thread's end (time order): the day before each opened one is among these
+        segments = self.store.timeline.day_segments(result.thread_id, last=len(result.opened_days) + 1)
         checks: list[tuple[DaySegment, int, bool]] = []  # (day, every, near_budget)
         for opened in sorted(result.opened_days):
             before = [s for s in segments if s.day_label < opened]
@@ -166,8 +167,7 @@ class SummaryService:
     def _run_block(self, jobs: Sequence[SummaryJob], turns: TurnRange, queue: bool,
                    reasons: Mapping[SummaryJob, str]) -> list[Summary]:
         user_id, thread_id, timeline = jobs[0].user_id, jobs[0].thread_id, self.store.timeline
-        days = ({s.day_segment_id: s for s in timeline.day_segments(thread_id)}
-                if any(job.kind == "day" for job in jobs) else {})
+        days = timeline.day_segments_by_id([j.target for j in jobs if j.kind == "day"])
         conversations = timeline.conversations_by_id([j.target for j in jobs if j.kind == "conversation"],
                                                      user_id=user_id)
         wanted = [days[j.target] for j in jobs if j.kind == "day" and j.target in days]

@@ -162,11 +162,23 @@ class Timeline:
             )
         return day_segment_from_row(rows[0])
 
-    def day_segments(self, thread_id: str) -> list[DaySegment]:
-        rows = self.db.execute(
-            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id]
-        )
+    def day_segments(self, thread_id: str, *, last: int | None = None) -> list[DaySegment]:
+        """The thread's day segments in day order; `last`: only the latest ones (a live ingest
+        needs the day it is in and the ones it closed, not a year of days)."""
+        if last is None:
+            rows = self.db.execute(
+                f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id])
+        else:
+            rows = self.db.execute(
+                f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label DESC LIMIT ?",
+                [thread_id, last])[::-1]
         return [day_segment_from_row(r) for r in rows]
+
+    def day_segments_by_id(self, segment_ids: Sequence[str]) -> dict[str, DaySegment]:
+        """These day segments (unknown ids are left out)."""
+        rows = self.db.execute(f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE day_segment_id IN "
+                               "(SELECT unnest(?::VARCHAR[]))", [list(segment_ids)])
+        return {s.day_segment_id: s for s in map(day_segment_from_row, rows)}
 
     def clear_day_summaries(self, thread_id: str, day_labels: Sequence[date]) -> None:
         """Forget day summaries that may quote deleted messages (they are rebuilt when the day updates)."""
