@@ -269,15 +269,16 @@ class SummaryService:
         done = {s.day_label: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["day"])
                 if s.day_label is not None and s.summary_id == day_summary_id(thread_id, s.day_label)}
         segments = self.store.timeline.day_segments(thread_id)
+        candidates = [(position, segment) for position, segment in enumerate(segments)
+                      if not (since is not None and segment.day_label < since)
+                      and not (segment.summary_markdown and segment.day_label not in done)  # kept from an import
+                      and segment.ends_at_seq > done.get(segment.day_label, 0)]
         reasons: dict[SummaryJob, str] = {}
         turns = TurnRange(self.store, thread_id)
-        for start in range(0, len(segments), BLOCK):  # the stale checks of a block of days read once
-            block = list(enumerate(segments))[start:start + BLOCK]
+        for start in range(0, len(candidates), BLOCK):  # the stale checks of a block of days read once
+            block = candidates[start:start + BLOCK]
             turns.prefetch([(max(s.starts_at_seq, done.get(s.day_label, 0) + 1), s.ends_at_seq) for _, s in block])
             for position, segment in block:
-                if (since is not None and segment.day_label < since) or (
-                        segment.summary_markdown and segment.day_label not in done):
-                    continue
                 closed = position < len(segments) - 1 or (day_is_over is not None and segment.day_label < day_is_over)
                 every = 1 if closed else self.settings.day_summary_every
                 if self._stale(segment, turns, every=every, near_budget=not closed,
