@@ -173,8 +173,8 @@ class SummaryService:
         wanted = [days[j.target] for j in jobs if j.kind == "day" and j.target in days]
         turns.prefetch([(d.starts_at_seq, d.ends_at_seq) for d in wanted]
                        + [(c.first_seq, c.last_seq) for c in conversations.values()])
-        ids = [day_summary_id(thread_id, days[j.target].day_label) if j.kind == "day" and j.target in days
-               else conversation_summary_id(thread_id, j.target) for j in jobs]
+        ids = [day_summary_id(thread_id, d.day_label) for d in wanted] + [
+            conversation_summary_id(thread_id, c) for c in conversations]
         known = {i: created for i, (_, created) in timeline.summary_spans(ids, user_id=user_id).items()}
         tz = zone(self.store.get_user(user_id).timezone)
         made: list[Made] = []
@@ -188,8 +188,10 @@ class SummaryService:
                 self.retries.failed(job, exc.message)
                 log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
                 continue
-            made += [one] if one is not None else []
-            self.retries.succeeded(job) if one is None else None
+            if one is None:
+                self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
+            else:
+                made.append(one)
         self._write(user_id, thread_id, made, reasons)
         return [m.summary for m in made]
 
