@@ -15,7 +15,7 @@ from engine.config import Settings, data_dir
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
 from engine.maintenance.closing import apply_retention, catch_up, summarize_users
-from engine.maintenance.deletion import Deleter
+from engine.maintenance.deletion import Deleter, deletion_report
 from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
 from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
@@ -26,6 +26,7 @@ from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.store.ingest import Ingestor
 from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
+from indexers.phases import Phases, per_second
 from engine.query.navigation import Navigator
 from engine.query.navigation_results import (AROUND_BEFORE_RATIO, AROUND_COUNT, CONTEXT_TURNS, SINCE_LIMIT, SUBSTRING_LIMIT,
                                              ConversationContext, DayView, MessageView, TurnsAround, TurnsSince)
@@ -116,19 +117,25 @@ class ConversationEngine:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise InvalidInputError("messages must be a list of messages (objects with role and content)")
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
+        phase = Phases()
         with self._writing(user_id):
-            result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
+            with phase("store"):
+                result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
-            self.summaries.after_ingest(user_id, result)
-            apply_retention(self, user_id, result.thread_id)
-            self.pipeline.update_lexical(user_id)
-            log.info("ingest user=%s lexical index updated", user_id)
+            with phase("summaries"):
+                self.summaries.after_ingest(user_id, result)
+                apply_retention(self, user_id, result.thread_id)
+            with phase("lexical"):
+                self.pipeline.update_lexical(user_id)
             if index:
-                self.pipeline.embed_pending(user_id)
-                self.summary_index.embed_pending(user_id)
+                with phase("embed"):
+                    self.pipeline.embed_pending(user_id)
+                    self.summary_index.embed_pending(user_id)
                 log.info("ingest user=%s new messages and summaries embedded", user_id)
-        return result
+        seconds = phase.elapsed()
+        return replace(result, seconds=round(seconds, 4), messages_per_s=per_second(len(result.inserted), seconds),
+                       phases_s=phase.seconds())
 
     # Deletion -------------------------------------------------------------------------------
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
@@ -144,20 +151,8 @@ class ConversationEngine:
     def delete(self, user_id: str, *, message_ids: Sequence[str] | None = None, conversation_id: str | None = None,
                all_of_user: bool = False) -> dict[str, Any]:
         """Delete one of: messages, a conversation, or the user; a report of what went (and what was not found)."""
-        if sum((message_ids is not None, conversation_id is not None, bool(all_of_user))) != 1:
-            raise InvalidInputError("give exactly one of message_ids, conversation_id or all_of_user")
-        if all_of_user:
-            return {"user_id": user_id, "deleted": "user", "messages_deleted": self.delete_user(user_id)}
-        if conversation_id is not None:
-            count = self.delete_conversation(user_id, conversation_id)
-            return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id,
-                    "messages_deleted": count}
-        self.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
-        wanted = list(message_ids or ())
-        found = {m.message_id for m in self.store.messages_by_ids(wanted, user_id=user_id)}
-        count = self.delete_messages(user_id, wanted)
-        return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
-                "not_found": sorted(set(wanted) - found), "messages_deleted": count}
+        return deletion_report(self, user_id, message_ids=message_ids, conversation_id=conversation_id,
+                               all_of_user=all_of_user)
 
     def delete_user(self, user_id: str) -> int:
         """Forget the user: messages, summaries, shard and cached vectors; returns the messages deleted."""
@@ -175,23 +170,30 @@ class ConversationEngine:
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
+        phase = Phases()
         with self._writing(), file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
-            report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
-                                 timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
-            for (user, thread), seqs in by_thread(report.rewritten).items():
-                self.pipeline.rewrite_messages(user, thread, seqs)
-                log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
+            with phase("store"):
+                report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
+                                     timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
+            with phase("rewrite"):
+                for (user, thread), seqs in by_thread(report.rewritten).items():
+                    self.pipeline.rewrite_messages(user, thread, seqs)
+                    log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
-            made = summarize_users(self, report.users, since=None)  # the same policy as live ingest, once per day
+            with phase("summaries"):  # the same policy as live ingest, once per day
+                made = summarize_users(self, report.users, since=None)
             report = replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
-            for user in report.users:
-                self.pipeline.refresh(user)
-                log.info("import user=%s lexical index refreshed", user)
+            with phase("lexical"):
+                for user in report.users:
+                    self.pipeline.refresh(user)
+                    log.info("import user=%s lexical index refreshed", user)
             if self._to_check is not None:
                 self._to_check.update(report.users)
-        return report
+        seconds = phase.elapsed()
+        return replace(report, seconds=round(seconds, 3), messages_per_s=per_second(report.inserted, seconds),
+                       phases_s=phase.seconds())
 
     # Summaries on bulk paths and on a schedule ------------------------------------------------
     def summarize(self, user_id: str | None = None, *, since: str | None = None) -> SummarizeReport:

@@ -146,6 +146,9 @@ class IngestResult:
     last_seq: int | None
     opened_days: tuple[date, ...] = ()
     ended_conversations: tuple[str, ...] = ()
+    seconds: float = 0.0  # the whole call, as the facade timed it
+    messages_per_s: float = 0.0
+    phases_s: Mapping[str, float] = field(default_factory=dict)  # store, summaries, lexical[, embed]
 
 
 def day_segment_id(thread_id: str, day_label: date) -> str:

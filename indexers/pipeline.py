@@ -13,15 +13,15 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from engine.models import Message
 from engine.store.core import Store
+from indexers.phases import Phases, per_second
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
 from indexers.embedders import Embedder
@@ -54,6 +54,16 @@ class IndexReport:
     embeddings_reused: int
     embeddings_computed: int
     seconds: float
+    messages_per_s: float = 0.0
+    windows_per_s: float = 0.0  # windows added (index) or built (reindex) per second of the whole run
+    phases_s: Mapping[str, float] = field(default_factory=dict)  # chunk (+ BM25), vectors (cache, model, HNSW), save
+
+    @classmethod
+    def of(cls, user_id: str, messages: int, added: int, removed: int, reused: int, computed: int, phase: Phases,
+           windows: int) -> "IndexReport":
+        seconds = phase.elapsed()
+        return cls(user_id, messages, added, removed, reused, computed, seconds, per_second(messages, seconds),
+                   per_second(windows, seconds), phase.seconds())
 
 
 def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last_seq: int, params: ChunkParams,
@@ -256,30 +266,37 @@ class IndexPipeline:
 
     def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
         """Incremental: chunk new messages, embed what is new, save the shard."""
-        started = time.perf_counter()
-        shard = self._shards.get(user_id) or self._load_or_create(user_id)
-        self._shards[user_id] = shard
-        messages, added, removed = self.update_lexical(user_id)
-        reused, computed = self.embed_pending(user_id, progress=progress)
-        shard.save(self.root)
-        return IndexReport(user_id, messages, added, removed, reused, computed, time.perf_counter() - started)
+        phase = Phases()
+        with phase("chunk"):
+            shard = self._shards.get(user_id) or self._load_or_create(user_id)
+            self._shards[user_id] = shard
+            messages, added, removed = self.update_lexical(user_id)
+        with phase("vectors"):
+            reused, computed = self.embed_pending(user_id, progress=progress)
+        with phase("save"):
+            shard.save(self.root)
+        return IndexReport.of(user_id, messages, added, removed, reused, computed, phase, added)
 
     def reindex(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:
         """Rebuild from the store into a new version and swap it in (warm cache: nothing re-embedded)."""
-        started = time.perf_counter()
-        shard = self._fresh_shard(user_id)
-        messages = 0
-        for thread in self.store.threads_of(user_id):
-            counts = self._update_thread(shard, thread.thread_id)
-            messages += counts[0]
-        if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
-            reused, computed = _vectors_of(shard.chunks.values()), 0
-        else:
-            reused, computed = self._embed_shard(user_id, shard, progress)
-        shard.save(self.root)
+        phase = Phases()
+        with phase("chunk"):
+            shard = self._fresh_shard(user_id)
+            messages = 0
+            for thread in self.store.threads_of(user_id):
+                counts = self._update_thread(shard, thread.thread_id)
+                messages += counts[0]
+        with phase("vectors"):
+            if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
+                reused, computed = _vectors_of(shard.chunks.values()), 0
+            else:
+                reused, computed = self._embed_shard(user_id, shard, progress)
+        with phase("save"):
+            shard.save(self.root)
         self._shards[user_id] = shard  # the swap: readers had the old shard until now
-        self.update_lexical(user_id)  # messages that arrived during the rebuild
-        return IndexReport(user_id, messages, len(shard.chunks), 0, reused, computed, time.perf_counter() - started)
+        with phase("catch_up"):
+            self.update_lexical(user_id)  # messages that arrived during the rebuild
+        return IndexReport.of(user_id, messages, len(shard.chunks), 0, reused, computed, phase, len(shard.chunks))
 
     def forget_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
         """After messages left the store: drop every window that held them, forget their cached

@@ -103,3 +103,20 @@ def test_second_writer_process_gets_a_clear_error(tmp_path):
     assert done.returncode == 3, done.stderr
     assert "another process" in done.stdout
     assert StoreLockedError.http_status == 423
+
+
+def test_thread_tail_finds_the_last_time_when_the_latest_seqs_are_gone(tmp_path):
+    """The tail's time is looked for among the latest seqs first; with those deleted it is still found."""
+    from engine.store.core import TAIL_PROBE
+
+    with Store(tmp_path / "store.duckdb") as store:
+        store.ensure_user("alice", "UTC")
+        Ingestor(store, idle_timeout=timedelta(minutes=30)).add_messages("alice", _msgs(TAIL_PROBE + 40))
+        def at(i: int) -> datetime:  # message i's time as the store hands it back (naive UTC)
+            return (T0 + i * timedelta(minutes=1)).replace(tzinfo=None)
+
+        assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, at(TAIL_PROBE + 39))
+        store.db.execute("DELETE FROM messages WHERE seq > 7")  # the last TAIL_PROBE + 33 messages
+        assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, at(6))
+        store.db.execute("DELETE FROM messages")
+        assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, None)

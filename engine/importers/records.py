@@ -53,6 +53,8 @@ class ImportReport:
     seconds: float
     changed: tuple[SkippedRecord, ...] = ()  # re-imported ids whose content differs from the stored one
     rewritten: tuple[tuple[str, str, int], ...] = ()  # (user, thread, seq) whose text --update replaced
+    messages_per_s: float = 0.0  # inserted / seconds of the whole import
+    phases_s: Mapping[str, float] = field(default_factory=dict)  # store (read and append), rewrite, summaries, lexical
 
 
 class BadRecord(Exception):

@@ -7,7 +7,7 @@ quote it. Day summaries of the affected days are cleared for the same reason.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.errors import InvalidInputError
 from engine.models import Message
@@ -15,7 +15,29 @@ from engine.store.core import Store
 from engine.query.summary_index import SummaryIndex, summary_key
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["Deleter"]
+if TYPE_CHECKING:
+    from engine.api import ConversationEngine
+
+__all__ = ["Deleter", "deletion_report"]
+
+
+def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Sequence[str] | None,
+                    conversation_id: str | None, all_of_user: bool) -> dict[str, Any]:
+    """`ConversationEngine.delete`: exactly one of the three, through the facade's locked calls."""
+    if sum((message_ids is not None, conversation_id is not None, bool(all_of_user))) != 1:
+        raise InvalidInputError("give exactly one of message_ids, conversation_id or all_of_user")
+    if all_of_user:
+        return {"user_id": user_id, "deleted": "user", "messages_deleted": engine.delete_user(user_id)}
+    if conversation_id is not None:
+        count = engine.delete_conversation(user_id, conversation_id)
+        return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id,
+                "messages_deleted": count}
+    engine.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
+    wanted = list(message_ids or ())
+    found = {m.message_id for m in engine.store.messages_by_ids(wanted, user_id=user_id)}
+    count = engine.delete_messages(user_id, wanted)
+    return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
+            "not_found": sorted(set(wanted) - found), "messages_deleted": count}
 
 
 class Deleter:

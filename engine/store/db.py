@@ -146,6 +146,17 @@ class Database:
             finally:
                 self._con.unregister("_batch")
 
+    def execute_with(self, batch: pa.Table, sql: str, params: Sequence[Any] | None = None) -> None:
+        """Run `sql` with `batch` readable as the table `_batch` (one UPDATE ... FROM _batch for many rows)."""
+        if batch.num_rows == 0:
+            return
+        with self._lock, _values_checked():
+            self._con.register("_batch", batch)
+            try:
+                self._con.execute(sql, params or [])
+            finally:
+                self._con.unregister("_batch")
+
     def schema_version(self) -> int:
         rows = self.execute("SELECT max(version) FROM schema_version")
         return int(rows[0][0] or 0)

@@ -14,6 +14,7 @@ from engine.store.rows import (
     CONVERSATION_COLUMNS,
     DAY_SEGMENT_COLUMNS,
     SUMMARY_COLUMNS,
+    aware,
     conversation_from_row,
     day_segment_from_row,
     naive_utc,
@@ -91,6 +92,22 @@ class Timeline:
             "UPDATE conversations SET title = ?, summary = ? WHERE conversation_id = ?", [title, summary, conversation_id]
         )
 
+    def set_conversation_summaries(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        """Many (conversation_id, title, summary) in one statement."""
+        ids, titles, briefs = (list(c) for c in zip(*rows)) if rows else ([], [], [])
+        self.db.execute_with(
+            pa.table({"conversation_id": pa.array(ids, pa.string()), "title": pa.array(titles, pa.string()),
+                      "summary": pa.array(briefs, pa.string())}),
+            "UPDATE conversations c SET title = b.title, summary = b.summary FROM _batch b "
+            "WHERE c.conversation_id = b.conversation_id")
+
+    def conversations_by_id(self, conversation_ids: Sequence[str], *, user_id: str) -> dict[str, Conversation]:
+        """The user's conversations among these ids (unknown ids are left out)."""
+        rows = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE user_id = ? AND conversation_id IN "
+            "(SELECT unnest(?::VARCHAR[]))", [user_id, list(conversation_ids)])
+        return {c.conversation_id: c for c in map(conversation_from_row, rows)}
+
     def get_conversation(self, conversation_id: str, *, user_id: str) -> Conversation:
         rows = self.db.execute(
             f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation_id = ? AND user_id = ?",
@@ -162,11 +179,23 @@ class Timeline:
             )
         return day_segment_from_row(rows[0])
 
-    def day_segments(self, thread_id: str) -> list[DaySegment]:
-        rows = self.db.execute(
-            f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id]
-        )
+    def day_segments(self, thread_id: str, *, last: int | None = None) -> list[DaySegment]:
+        """The thread's day segments in day order; `last`: only the latest ones (a live ingest
+        needs the day it is in and the ones it closed, not a year of days)."""
+        if last is None:
+            rows = self.db.execute(
+                f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label", [thread_id])
+        else:
+            rows = self.db.execute(
+                f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE thread_id = ? ORDER BY day_label DESC LIMIT ?",
+                [thread_id, last])[::-1]
         return [day_segment_from_row(r) for r in rows]
+
+    def day_segments_by_id(self, segment_ids: Sequence[str]) -> dict[str, DaySegment]:
+        """These day segments (unknown ids are left out)."""
+        rows = self.db.execute(f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE day_segment_id IN "
+                               "(SELECT unnest(?::VARCHAR[]))", [list(segment_ids)])
+        return {s.day_segment_id: s for s in map(day_segment_from_row, rows)}
 
     def clear_day_summaries(self, thread_id: str, day_labels: Sequence[date]) -> None:
         """Forget day summaries that may quote deleted messages (they are rebuilt when the day updates)."""
@@ -180,6 +209,15 @@ class Timeline:
             "UPDATE day_segments SET summary_markdown = ?, updated_at = ? WHERE day_segment_id = ?",
             [markdown, naive_utc(at), segment_id],
         )
+
+    def set_day_summaries(self, rows: Sequence[tuple[str, str, datetime]]) -> None:
+        """Many (day_segment_id, markdown, at) in one statement."""
+        ids, texts, times = (list(c) for c in zip(*rows)) if rows else ([], [], [])
+        self.db.execute_with(
+            pa.table({"day_segment_id": pa.array(ids, pa.string()), "markdown": pa.array(texts, pa.string()),
+                      "at": pa.array([naive_utc(t) for t in times], pa.timestamp("us"))}),
+            "UPDATE day_segments d SET summary_markdown = b.markdown, updated_at = b.at FROM _batch b "
+            "WHERE d.day_segment_id = b.day_segment_id")
 
     def refresh_day_bounds(self, thread_id: str) -> None:
         """After deletions: shrink day segments to their remaining messages, drop empty ones."""
@@ -205,6 +243,38 @@ class Timeline:
              summary.to_seq, summary.markdown, naive_utc(summary.created_at), naive_utc(summary.updated_at),
              summary.day_label, summary.conversation_id, summary.title, summary.message_count],
         )
+
+    def upsert_summaries(self, summaries: Sequence[Summary]) -> None:
+        """Many summaries replaced or added: one delete and one batch insert."""
+        if not summaries:
+            return
+        for user_id in {s.user_id for s in summaries}:
+            self.summaries_changed(user_id)
+        ids = [s.summary_id for s in summaries]
+        self.db.execute("DELETE FROM summaries WHERE summary_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+        string, stamp = pa.string(), pa.timestamp("us")
+        self.db.insert_arrow("summaries", pa.table({
+            "summary_id": pa.array(ids, string), "thread_id": pa.array([s.thread_id for s in summaries], string),
+            "user_id": pa.array([s.user_id for s in summaries], string),
+            "kind": pa.array([s.kind for s in summaries], string),
+            "from_seq": pa.array([s.from_seq for s in summaries], pa.int64()),
+            "to_seq": pa.array([s.to_seq for s in summaries], pa.int64()),
+            "markdown": pa.array([s.markdown for s in summaries], string),
+            "created_at": pa.array([naive_utc(s.created_at) for s in summaries], stamp),
+            "updated_at": pa.array([naive_utc(s.updated_at) for s in summaries], stamp),
+            "day_label": pa.array([s.day_label for s in summaries], pa.date32()),
+            "conversation_id": pa.array([s.conversation_id for s in summaries], string),
+            "title": pa.array([s.title for s in summaries], string),
+            "message_count": pa.array([s.message_count for s in summaries], pa.int32()),
+        }))
+
+    def summary_spans(self, summary_ids: Sequence[str], *, user_id: str) -> dict[str, tuple[int, datetime]]:
+        """(to_seq, created_at) of the user's summaries among these ids: what a batch of summaries
+        needs to know of the ones it replaces, in one query."""
+        rows = self.db.execute(
+            "SELECT summary_id, to_seq, created_at FROM summaries WHERE user_id = ? AND summary_id IN "
+            "(SELECT unnest(?::VARCHAR[]))", [user_id, list(summary_ids)])
+        return {r[0]: (int(r[1]), aware(r[2])) for r in rows}
 
     def summaries(self, thread_id: str, *, kinds: Sequence[str] | None = None) -> list[Summary]:
         """The thread's summaries ordered by the span they cover."""

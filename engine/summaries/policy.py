@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
+from zoneinfo import ZoneInfo
 
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError
@@ -27,6 +28,7 @@ from engine.models import (Conversation, DaySegment, IngestResult, Message, NewM
                            day_segment_id)
 from engine.store.core import Store
 from engine.summaries.summarizers import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
+from engine.summaries.batch import BLOCK, Made, TurnRange
 from engine.summaries.retries import RetryQueue, SummaryJob
 from engine.timeutil import utcnow, zone
 from engine.validation import seq_range, whole_number
@@ -124,16 +126,22 @@ class SummaryService:
         """Apply the day policy and summarise ended conversations; returns the summaries written."""
         if self.summarizer is None or not result.inserted:
             return []
-        jobs: list[SummaryJob] = []
-        segments = self.store.timeline.day_segments(result.thread_id)
+        # days only open at the thread's end (time order): the day before each opened one is among these
+        segments = self.store.timeline.day_segments(result.thread_id, last=len(result.opened_days) + 1)
+        checks: list[tuple[DaySegment, int, bool]] = []  # (day, every, near_budget)
         for opened in sorted(result.opened_days):
             before = [s for s in segments if s.day_label < opened]
-            if before and self._stale(user_id, before[-1], every=1, near_budget=False):
-                jobs.append(SummaryJob(user_id, "day", before[-1].day_segment_id, result.thread_id))
-        if segments and self._stale(user_id, segments[-1], every=self.settings.day_summary_every, near_budget=True):
-            jobs.append(SummaryJob(user_id, "day", segments[-1].day_segment_id, result.thread_id))
+            if before:
+                checks.append((before[-1], 1, False))
+        if segments:
+            checks.append((segments[-1], self.settings.day_summary_every, True))
+        turns = TurnRange(self.store, result.thread_id)
+        covered = self._covered(user_id, result.thread_id, [segment for segment, _, _ in checks])
+        turns.prefetch([(segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
+        jobs = [SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id) for segment, every, near in checks
+                if self._stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])]
         jobs += [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
-        return self._run([*self.retries.due(user_id), *jobs])
+        return self._run([*self.retries.due(user_id), *jobs], turns=turns)
 
     def retry_failed(self) -> list[Summary]:
         """Retry every summary whose summarizer call failed (the server's background step calls this)."""
@@ -142,65 +150,118 @@ class SummaryService:
     def retry_status(self) -> dict[str, object]:
         return self.retries.status()
 
-    def _run(self, jobs: Sequence[SummaryJob]) -> list[Summary]:
-        """Run the jobs; a summarizer failure queues the job for a retry instead of failing the caller."""
+    def _run(self, jobs: Sequence[SummaryJob], *, turns: TurnRange | None = None, queue: bool = True,
+             reasons: Mapping[SummaryJob, str] | None = None) -> list[Summary]:
+        """Run the jobs a block at a time (one read, one write each). A summarizer failure queues
+        the job for a retry instead of failing the caller (`queue`), else it is raised once what
+        the block made is written."""
+        jobs = list(dict.fromkeys(jobs))
         written: list[Summary] = []
-        for job in dict.fromkeys(jobs):
+        for thread_id in dict.fromkeys(job.thread_id for job in jobs):
+            mine = [job for job in jobs if job.thread_id == thread_id]
+            source = turns if turns is not None and turns.thread_id == thread_id else TurnRange(self.store, thread_id)
+            for start in range(0, len(mine), BLOCK):
+                written += self._run_block(mine[start:start + BLOCK], source, queue, reasons or {})
+        return written
+
+    def _run_block(self, jobs: Sequence[SummaryJob], turns: TurnRange, queue: bool,
+                   reasons: Mapping[SummaryJob, str]) -> list[Summary]:
+        user_id, thread_id, timeline = jobs[0].user_id, jobs[0].thread_id, self.store.timeline
+        days = timeline.day_segments_by_id([j.target for j in jobs if j.kind == "day"])
+        conversations = timeline.conversations_by_id([j.target for j in jobs if j.kind == "conversation"],
+                                                     user_id=user_id)
+        wanted = [days[j.target] for j in jobs if j.kind == "day" and j.target in days]
+        turns.prefetch([(d.starts_at_seq, d.ends_at_seq) for d in wanted]
+                       + [(c.first_seq, c.last_seq) for c in conversations.values()])
+        ids = [day_summary_id(thread_id, d.day_label) for d in wanted] + [
+            conversation_summary_id(thread_id, c) for c in conversations]
+        known = {i: created for i, (_, created) in timeline.summary_spans(ids, user_id=user_id).items()}
+        tz = zone(self.store.get_user(user_id).timezone)
+        made: list[Made] = []
+        for job in jobs:
             try:
-                summary = self._job(job)
+                one = self._make(job, days, conversations, turns, known, tz)
             except SummarizerError as exc:
+                if not queue:
+                    self._write(user_id, thread_id, made, reasons)
+                    raise
                 self.retries.failed(job, exc.message)
                 log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
                 continue
-            self.retries.succeeded(job)
-            if summary is not None:
-                written.append(summary)
-        return written
+            if one is None:
+                self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
+            else:
+                made.append(one)
+        self._write(user_id, thread_id, made, reasons)
+        return [m.summary for m in made]
 
-    def _job(self, job: SummaryJob) -> Summary | None:
-        if job.kind == "conversation":
-            return self.summarize_conversation(job.user_id, job.target)
-        segment = next((s for s in self.store.timeline.day_segments(job.thread_id)
-                        if s.day_segment_id == job.target), None)
-        return None if segment is None else self._update_day(job.user_id, segment, "scheduled")
+    def _make(self, job: SummaryJob, days: Mapping[str, DaySegment], conversations: Mapping[str, Conversation],
+              turns: TurnRange, known: Mapping[str, datetime], tz: ZoneInfo) -> Made | None:
+        """The summary a job makes (the summarizer runs outside any transaction: an LLM may be slow);
+        None when its day or conversation is gone or holds no turns."""
+        summarizer = self._require()
+        if job.kind == "day":
+            segment = days.get(job.target)
+            quoted = turns.between(segment.starts_at_seq, segment.ends_at_seq) if segment else []
+            if segment is None or not quoted:
+                return None
+            label = segment.day_label
+            summary = self._build(day_summary_id(job.thread_id, label), job.user_id, "day", quoted,
+                                  summarizer.summarize(quoted), title=f"Day summary {label.isoformat()}",
+                                  day_label=label, known=known)
+            return Made(job, summary, segment_id=segment.day_segment_id)
+        conversation = conversations.get(job.target)
+        quoted = [] if conversation is None else [m for m in turns.between(conversation.first_seq, conversation.last_seq)
+                                                   if m.conversation_id == job.target]
+        if conversation is None or not quoted:
+            return None
+        markdown = summarizer.summarize(quoted)
+        title = conversation.title or clamp_title(summarizer.title(quoted))  # keep a title given at import
+        summary = self._build(conversation_summary_id(job.thread_id, job.target), job.user_id, "conversation", quoted,
+                              markdown, title=title, conversation_id=job.target, known=known)
+        return Made(job, summary, title=title, brief=self._brief(tz, markdown, quoted))
 
-    def _day_turns(self, segment: DaySegment, after_seq: int = 0) -> list[Message]:
-        start = max(segment.starts_at_seq, after_seq + 1)
-        return self.store.messages_in_range(segment.thread_id, start, segment.ends_at_seq + 1, include_notes=False)
+    def _write(self, user_id: str, thread_id: str, made: Sequence[Made], reasons: Mapping[SummaryJob, str]) -> None:
+        """Everything a block made in one transaction; each day summary leaves a note in the thread."""
+        if not made:
+            return
+        timeline = self.store.timeline
+        day_rows = [(m.segment_id, m.summary.markdown, m.summary.updated_at) for m in made if m.segment_id is not None]
+        notes = [DAY_NOTE_PREFIX + m.summary.day_label.isoformat()
+                 for m in made if m.segment_id is not None and m.summary.day_label is not None]
+        with self.store.transaction():
+            timeline.upsert_summaries([m.summary for m in made])
+            timeline.set_day_summaries(day_rows)
+            timeline.set_conversation_summaries([(m.job.target, m.title, m.brief) for m in made
+                                                 if m.title is not None and m.brief is not None])
+            self._append_notes(user_id, thread_id, notes)
+        for m in made:
+            self.retries.succeeded(m.job)
+            s = m.summary
+            if m.segment_id is not None:
+                log.info("summary.day_updated thread_id=%s day=%s reason=%s from_seq=%d to_seq=%d messages=%d",
+                         thread_id, s.day_label, reasons.get(m.job, "scheduled"), s.from_seq, s.to_seq, s.message_count)
+            else:
+                log.info("summary.conversation_updated conversation_id=%s messages=%d", m.job.target, s.message_count)
 
-    def _stale(self, user_id: str, segment: DaySegment, *, every: int, near_budget: bool,
-               covered_to: int | None = None) -> bool:
-        """True when the day has at least `every` turns its summary does not cover (or they near the budget).
+    def _covered(self, user_id: str, thread_id: str, segments: Sequence[DaySegment]) -> dict[date, int]:
+        """Each day's summary's to_seq (0: none), in one query."""
+        spans = self.store.timeline.summary_spans([day_summary_id(thread_id, s.day_label) for s in segments],
+                                                  user_id=user_id)
+        return {s.day_label: spans.get(day_summary_id(thread_id, s.day_label), (0, None))[0] for s in segments}
 
-        `covered_to` is the day summary's to_seq when the caller already read it (0: none)."""
-        if covered_to is None:
-            existing = self.store.timeline.get_summary(day_summary_id(segment.thread_id, segment.day_label),
-                                                       user_id=user_id)
-            covered_to = existing.to_seq if existing else 0
+    def _stale(self, segment: DaySegment, turns: TurnRange, *, every: int, near_budget: bool, covered_to: int) -> bool:
+        """True when the day has at least `every` turns its summary (to `covered_to`, 0: none) does
+        not cover, or they near the budget."""
         if segment.ends_at_seq <= covered_to:
             return False
-        fresh = self._day_turns(segment, covered_to)
+        fresh = turns.between(max(segment.starts_at_seq, covered_to + 1), segment.ends_at_seq)
         if len(fresh) >= every:
             return True
         if not near_budget or not fresh:
             return False
         threshold = int(NEAR_BUDGET * self.settings.day_token_budget)
         return self.counter.count_upto("\n".join(m.content for m in fresh), threshold) >= threshold
-
-    def _update_day(self, user_id: str, segment: DaySegment, reason: str) -> Summary:
-        """Rewrite the day's summary over all its turns, mirror it on the segment and leave a note."""
-        turns = self._day_turns(segment)
-        markdown = self._require().summarize(turns)  # outside the transaction: an LLM may be slow
-        label = segment.day_label
-        summary = self._build(day_summary_id(segment.thread_id, label), user_id, "day", turns, markdown,
-                              title=f"Day summary {label.isoformat()}", day_label=label)
-        with self.store.transaction():
-            self.store.timeline.upsert_summary(summary)
-            self.store.timeline.set_day_summary(segment.day_segment_id, markdown, summary.updated_at)
-            self._append_note(user_id, segment.thread_id, DAY_NOTE_PREFIX + label.isoformat())
-        log.info("summary.day_updated thread_id=%s day=%s reason=%s from_seq=%d to_seq=%d messages=%d",
-                 segment.thread_id, label, reason, summary.from_seq, summary.to_seq, len(turns))
-        return summary
 
     # Bulk paths and the scheduled close --------------------------------------------------------
     def catch_up(self, user_id: str, thread_id: str, *, since: date | None = None,
@@ -214,30 +275,36 @@ class SummaryService:
         done = {s.day_label: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["day"])
                 if s.day_label is not None and s.summary_id == day_summary_id(thread_id, s.day_label)}
         segments = self.store.timeline.day_segments(thread_id)
-        updated: list[Summary] = []
-        for position, segment in enumerate(segments):
-            if (since is not None and segment.day_label < since) or (
-                    segment.summary_markdown and segment.day_label not in done):
-                continue
-            closed = position < len(segments) - 1 or (day_is_over is not None and segment.day_label < day_is_over)
-            every = 1 if closed else self.settings.day_summary_every
-            if self._stale(user_id, segment, every=every, near_budget=not closed,
-                           covered_to=done.get(segment.day_label, 0)):
-                updated.append(self._update_day(user_id, segment, "closed" if closed else "progress"))
-        return updated + self._conversations_due(user_id, thread_id, since)
+        candidates = [(position, segment) for position, segment in enumerate(segments)
+                      if not (since is not None and segment.day_label < since)
+                      and not (segment.summary_markdown and segment.day_label not in done)  # kept from an import
+                      and segment.ends_at_seq > done.get(segment.day_label, 0)]
+        reasons: dict[SummaryJob, str] = {}
+        turns = TurnRange(self.store, thread_id)
+        for start in range(0, len(candidates), BLOCK):  # the stale checks of a block of days read once
+            block = candidates[start:start + BLOCK]
+            turns.prefetch([(max(s.starts_at_seq, done.get(s.day_label, 0) + 1), s.ends_at_seq) for _, s in block])
+            for position, segment in block:
+                closed = position < len(segments) - 1 or (day_is_over is not None and segment.day_label < day_is_over)
+                every = 1 if closed else self.settings.day_summary_every
+                if self._stale(segment, turns, every=every, near_budget=not closed,
+                               covered_to=done.get(segment.day_label, 0)):
+                    job = SummaryJob(user_id, "day", segment.day_segment_id, thread_id)
+                    reasons[job] = "closed" if closed else "progress"
+        updated = self._run(list(reasons), turns=turns, queue=False, reasons=reasons)
+        return updated + self._conversations_due(user_id, thread_id, since, turns)
 
-    def _conversations_due(self, user_id: str, thread_id: str, since: date | None) -> list[Summary]:
+    def _conversations_due(self, user_id: str, thread_id: str, since: date | None, turns: TurnRange) -> list[Summary]:
         """Ended conversations (last message on or after `since`) whose summary is missing or behind."""
         done = {s.conversation_id: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["conversation"])}
         tz = zone(self.store.get_user(user_id).timezone)
-        updated: list[Summary] = []
+        jobs: list[SummaryJob] = []
         for conversation in reversed(self.store.timeline.conversations(thread_id, ended_only=True)):
             if since is not None and _aware(conversation.last_message_at).astimezone(tz).date() < since:
                 continue
             if done.get(conversation.conversation_id, 0) < conversation.last_seq:
-                summary = self.summarize_conversation(user_id, conversation.conversation_id)
-                updated += [summary] if summary is not None else []
-        return updated
+                jobs.append(SummaryJob(user_id, "conversation", conversation.conversation_id, thread_id))
+        return self._run(jobs, turns=turns, queue=False)
 
     def end_idle(self, thread_id: str, now: datetime) -> int:
         """The scheduled close of a conversation: end the open one once idle past the timeout (1 if ended)."""
@@ -265,38 +332,25 @@ class SummaryService:
         """Rewrite one day's summary now, whatever the policy says (the user asked for it)."""
         thread = self._thread(user_id, thread_id)
         segment = self.store.timeline.get_day_segment(day_segment_id(thread.thread_id, day_label), user_id=user_id)
-        if not self._day_turns(segment):
+        if not self.store.messages_in_range(thread.thread_id, segment.starts_at_seq, segment.ends_at_seq + 1,
+                                            limit=1, include_notes=False):
             raise InvalidInputError(f"day {day_label.isoformat()} of thread {thread.thread_id!r} holds only engine "
                                     "notes: there is nothing to summarise")
         self._require()
-        return self._update_day(user_id, segment, "regenerate")
+        job = SummaryJob(user_id, "day", segment.day_segment_id, thread.thread_id)
+        return self._run([job], queue=False, reasons={job: "regenerate"})[0]
 
-    def _append_note(self, user_id: str, thread_id: str, content: str) -> None:
-        # Stamped at the thread's last message so it never breaks the append-only time order.
+    def _append_notes(self, user_id: str, thread_id: str, contents: Sequence[str]) -> None:
+        """The engine's notes, in one ingest. Stamped at the thread's last message so they never
+        break the append-only time order."""
+        if not contents:
+            return
         _, last_at = self.store.thread_tail(thread_id)
         at = last_at.replace(tzinfo=timezone.utc) if last_at and last_at.tzinfo is None else last_at
-        note = NewMessage(role="system", content=content, created_at=at, kind="note")
-        self.ingestor.add_messages(user_id, [note], thread_id=thread_id)
+        notes = [NewMessage(role="system", content=content, created_at=at, kind="note") for content in contents]
+        self.ingestor.add_messages(user_id, notes, thread_id=thread_id)
 
     # Conversations -----------------------------------------------------------------------------
-    def summarize_conversation(self, user_id: str, conversation_id: str) -> Summary | None:
-        """Give a conversation its title (5-8 words) and a 2-3 sentence summary; None if it has no turns."""
-        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
-        turns = self._conversation_messages(conversation, include_notes=False)
-        if not turns:
-            return None
-        summarizer = self._require()
-        markdown = summarizer.summarize(turns)
-        title = conversation.title or clamp_title(summarizer.title(turns))  # keep a title given at import
-        brief = self._brief(user_id, markdown, turns)
-        summary = self._build(conversation_summary_id(conversation.thread_id, conversation_id), user_id,
-                              "conversation", turns, markdown, title=title, conversation_id=conversation_id)
-        with self.store.transaction():
-            self.store.timeline.upsert_summary(summary)
-            self.store.timeline.set_conversation_summary(conversation_id, title, brief)
-        log.info("summary.conversation_updated conversation_id=%s messages=%d", conversation_id, len(turns))
-        return summary
-
     def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> Summary | None:
         """Explicitly end the thread's open conversation and summarise it (None if none was open)."""
         thread = self._thread(user_id, thread_id)
@@ -327,13 +381,13 @@ class SummaryService:
                                             include_notes=include_notes)
         return [m for m in rows if m.conversation_id == conversation.conversation_id]
 
-    def _brief(self, user_id: str, markdown: str, turns: Sequence[Message]) -> str:
+    @staticmethod
+    def _brief(tz: ZoneInfo, markdown: str, turns: Sequence[Message]) -> str:
         """Two or three sentences: up to two from the Summary section, then the conversation's span."""
         body = section_text(markdown, "Summary")
         sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
         if not sentences:
             sentences = ["The conversation had no notable content."]
-        tz = zone(self.store.get_user(user_id).timezone)
         start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)
         span = (f"It ran for {len(turns)} messages, from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
                 f"({tz.key}).")
@@ -351,13 +405,17 @@ class SummaryService:
         return self.store.get_thread(thread_id, user_id=user_id)
 
     def _build(self, summary_id: str, user_id: str, kind: SummaryKind, turns: Sequence[Message], markdown: str, *,
-               title: str | None, day_label: date | None = None, conversation_id: str | None = None) -> Summary:
+               title: str | None, day_label: date | None = None, conversation_id: str | None = None,
+               known: Mapping[str, datetime] | None = None) -> Summary:
+        """`known`: created_at of the summaries a batch replaces (read once for the batch)."""
         now = self.clock()
-        existing = self.store.timeline.get_summary(summary_id, user_id=user_id)
+        if known is None:
+            existing = self.store.timeline.get_summary(summary_id, user_id=user_id)
+            known = {summary_id: existing.created_at} if existing else {}
         return Summary(
             summary_id=summary_id, thread_id=turns[0].thread_id, user_id=user_id, kind=kind,
             from_seq=turns[0].seq, to_seq=turns[-1].seq, markdown=markdown,
-            created_at=existing.created_at if existing else now, updated_at=now, day_label=day_label,
+            created_at=known.get(summary_id, now), updated_at=now, day_label=day_label,
             conversation_id=conversation_id, title=title, message_count=len(turns),
         )
 

@@ -12,7 +12,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from functools import lru_cache, wraps
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import httpx
 
@@ -34,6 +35,7 @@ __all__ = [
     "word_count",
 ]
 
+T = TypeVar("T")
 log = logging.getLogger("convsearch.summarize")
 log.addHandler(logging.NullHandler())
 
@@ -61,6 +63,7 @@ _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
 _LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#・•]+|\d+[.)])\s*")
 _WORD = re.compile(r"[\w'-]+", re.U)
+_ASCII_NOT_ALNUM = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _STOPWORDS = frozenset(
     "a an and are as at be but by can could do does for from had has have how i if in into is it its "
@@ -78,28 +81,59 @@ def _normalise(text: str) -> str:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of `text` (CJK full stops too), code blocks removed, list markers stripped (lines never join)."""
+    return list(_split_sentences(text))
+
+
+def _memo(fn: Callable[[str], T]) -> Callable[[str], T]:
+    """fn with its results memoised for texts up to 4,000 characters (at most 16k of them, ~64 MB
+    at worst): a message is read by its day's summary, its conversation's summary and title and
+    the day's progress updates, and each sentence's words are looked at several times."""
+    cached = lru_cache(maxsize=1 << 14)(fn)
+
+    @wraps(fn)
+    def memoised(text: str) -> T:
+        return cached(text) if len(text) <= 4000 else fn(text)
+    return memoised
+
+
+@_memo
+def _split_sentences(text: str) -> tuple[str, ...]:
     sentences: list[str] = []
     for line in _CODE_FENCE.sub(" ", _normalise(text)).splitlines():
         line = _LIST_PREFIX.sub("", line).strip()
         sentences.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return sentences
+    return tuple(sentences)
 
 
+@_memo
 def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
+    if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
+        return sum(1 for w in text.split() if w.strip(_ASCII_NOT_ALNUM))
     cjk = len(_CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
 
-def _content_words(text: str) -> list[str]:
+@_memo
+def _content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
+    if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
+        return tuple(t for t in (t.strip("'-") for t in _WORD.findall(text.lower()))
+                     if len(t) > 2 and t not in _STOPWORDS)
     words: list[str] = []
+    cjk = _CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
     for token in (t.lower().strip("'-") for t in _WORD.findall(text)):
-        if _CJK.search(token):
+        if cjk and _CJK.search(token):
             words += [token[i:i + 2] for i in range(max(len(token) - 1, 1))]
         elif len(token) > 2 and token not in _STOPWORDS:
             words.append(token)
-    return words
+    return tuple(words)
+
+
+@_memo
+def _spaced_words(text: str) -> tuple[str, ...]:
+    """The content words of a text that are not CJK bigrams (title keywords)."""
+    return tuple(w for w in _content_words(text) if not _CJK.search(w))
 
 
 def _quote(sentence: str) -> str:
@@ -188,10 +222,15 @@ def _quotable(messages: Sequence[Message]) -> list[Message]:
 def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
-        for text in split_sentences(m.content):
-            if word_count(text) >= 3 and any(c.isalpha() for c in text):
-                out.append(_Sentence(text, _speaker(m), index, m.role))
+        for text in _said(m.content):
+            out.append(_Sentence(text, _speaker(m), index, m.role))
     return out
+
+
+@_memo
+def _said(content: str) -> tuple[str, ...]:
+    """The sentences of a message a summary may quote: three words or more, some letters."""
+    return tuple(text for text in _split_sentences(content) if word_count(text) >= 3 and any(c.isalpha() for c in text))
 
 
 def _answered(question: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> bool:
@@ -210,6 +249,12 @@ def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequen
     text = sentence.text
     if _QUESTION.search(text):
         return None if _answered(sentence, messages, words_of) else "Open loops"
+    return _cued(text)
+
+
+@_memo
+def _cued(text: str) -> str | None:
+    """The section a statement's cue names (a pure function of its text: memoised)."""
     for name, cue in (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT),
                       ("Goals", _GOAL)):
         if cue.search(text):
@@ -238,6 +283,7 @@ def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
     return next((s for s in said if s.role == "user"), said[0] if said else (sentences[0] if sentences else None))
 
 
+@_memo
 def _strip_filler(text: str) -> str:
     previous = None
     while previous != text:  # strip "Hi, can you please help me ..." layer by layer
@@ -274,7 +320,7 @@ class ExtractiveSummarizer:
         turns = _quotable(messages)
         first = _first_request(_sentences(turns))
         base = _strip_filler(first.text) if first is not None else ""
-        keywords = Counter(w for m in turns for w in _content_words(m.content) if not _CJK.search(w))
+        keywords = Counter(w for m in turns for w in _spaced_words(m.content))
         ranked = [w for w, _ in sorted(keywords.items(), key=lambda kv: (-kv[1], kv[0]))]
         if not base and not ranked:
             return "Untitled conversation with no content yet"

@@ -81,6 +81,10 @@ class IngestOut(BaseModel):
     last_seq: int | None = Field(description="Seq of the last message stored (null when none was).")
     opened_days: list[date] = Field(description="Days of the user that this batch opened.")
     ended_conversations: list[str] = Field(description="Conversations the batch closed by an idle gap.")
+    seconds: float = Field(0.0, description="Time the call took.")
+    messages_per_s: float = Field(0.0, description="Messages stored per second of the call.")
+    phases_s: dict[str, float] = Field(default_factory=dict, description="Seconds per phase: store, summaries, "
+                                       "lexical, and embed when the call embedded.")
 
 
 class ScorePartsOut(BaseModel):
@@ -303,6 +307,10 @@ class IndexReportOut(BaseModel):
     embeddings_reused: int = Field(description="Vectors taken from the cache.")
     embeddings_computed: int = Field(description="Vectors computed.")
     seconds: float = Field(description="Time taken.")
+    messages_per_s: float = Field(0.0, description="Messages chunked per second.")
+    windows_per_s: float = Field(0.0, description="Windows added (index) or built (reindex) per second.")
+    phases_s: dict[str, float] = Field(default_factory=dict, description="Seconds per phase: chunk, vectors, save, "
+                                       "and catch_up for a reindex.")
 
 
 class IndexStatusOut(BaseModel):
