@@ -118,6 +118,11 @@ class Settings(BaseSettings):
         description="A turn scores at least this fraction of the turn right before it: the reply after a strong "
         "match is often the evidence (0 turns it off). docs/benchmarks.md.",
     )
+    outside_time_weight: float = Field(
+        0.7, gt=0, le=1,
+        description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "
+        "of other days weigh this much (1 turns it off). docs/benchmarks.md.",
+    )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
     max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")
     candidate_depth: int = Field(50, ge=10, description="Minimum candidates taken from each list before fusion.")

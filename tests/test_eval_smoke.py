@@ -126,3 +126,13 @@ def test_cv_run_scores_each_conversation_and_restores_the_settings(tiny_locomo: 
     assert figures["questions"] == 4  # categories 1-4 with evidence; the adversarial one is left out
     assert all(0.0 <= figures[k] <= 1.0 for k in figures if k != "questions")
     assert figures["turn.recall_any@10"] > 0  # the easy questions are found
+
+
+def test_cv_grid_axes_name_real_settings() -> None:
+    from benchmarks.locomo_cv import _grid_axis
+
+    assert _grid_axis("outside_time_weight=1,0.7") == ("outside_time_weight", (1.0, 0.7))
+    with pytest.raises(argparse.ArgumentTypeError, match="not a setting"):
+        _grid_axis("outside_time_wieght=1,0.7")  # a typo would otherwise run the default five times over
+    with pytest.raises(argparse.ArgumentTypeError, match="SETTING=V1,V2"):
+        _grid_axis("reply_lift=high")

@@ -4,7 +4,8 @@ Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at
 `clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) per window and per summary; each
 message of the best windows -> `own_scores` (its own line) -> `message_scores` (own, its best
 window, its covering summary, context `earned` by the own line) -> `lift_replies` (the turn
-after a strong match) -> `favour_named_speakers` -> `apply_penalty` for messages a summary covers ->
+after a strong match) -> `favour_named_speakers` -> `favour_matching` for a date the query
+names -> `apply_penalty` for messages a summary covers ->
 `tie_break_key` (score, newer day, newer message) -> `merge_summaries_first`.
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "message_scores",
     "names_speaker",
     "favour_named_speakers",
+    "favour_matching",
     "lift_replies",
     "apply_penalty",
     "passes_floor",
@@ -224,8 +226,18 @@ def favour_named_speakers(scores: np.ndarray, named: np.ndarray, *, other_weight
     "What did Caroline research?" asks about Caroline's turns; the name is in every one of her
     lines and in many of the others', so words alone do not tell them apart.
     """
-    scores, named = np.asarray(scores, dtype=np.float64), np.asarray(named, dtype=bool)
-    return np.where(named, scores, other_weight * scores) if named.any() else scores
+    return favour_matching(scores, named, other_weight=other_weight)
+
+
+def favour_matching(scores: np.ndarray, matching: np.ndarray, *, other_weight: float) -> np.ndarray:
+    """The candidates that do not match what the query names weigh `other_weight`; when none
+    matches, the query's condition says nothing about these candidates and every score stands.
+
+    Used for a named participant (`favour_named_speakers`) and a named date ("in May 2023": the
+    turns of other days weigh less; engine.query.time_phrases reads the dates).
+    """
+    scores, matching = np.asarray(scores, dtype=np.float64), np.asarray(matching, dtype=bool)
+    return np.where(matching, scores, other_weight * scores) if matching.any() else scores
 
 
 def lift_replies(scores: np.ndarray, previous: np.ndarray, *, lift: float) -> np.ndarray:

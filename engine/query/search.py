@@ -24,12 +24,13 @@ from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.text_rules import check_text, check_unit_interval
 from engine.query.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
-from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_named_speakers, fuse, lift_replies,
-                            merge_summaries_first, message_scores, names_speaker, own_lexical, own_scores, passes_floor,
-                            tie_break_key)
+from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_matching, favour_named_speakers, fuse,
+                                  lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
+                                  own_scores, passes_floor, tie_break_key)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_index import Coverage, Spans, SummaryIndex
+from engine.query.time_phrases import query_time
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
@@ -166,14 +167,19 @@ class Searcher:
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
         """The rules between turns: replies lifted by the match before them, then a named participant's turns
         favoured (a reply weighs as its own speaker's turn: lifted the other way round, every reply to the
-        named participant outranked the rest, which LOO rejected)."""
+        named participant outranked the rest, which LOO rejected), then the turns of a date the query names."""
         at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
         previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
                             dtype=np.int64)
         scores = lift_replies(scores, previous, lift=self.settings.reply_lift)
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
-        return favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
+        scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
+        when = query_time(text)
+        if not when:
+            return scores
+        held = np.array([card is not None and when.holds(card.day_label) for card in cards], dtype=bool)
+        return favour_matching(scores, held, other_weight=self.settings.outside_time_weight)
 
     def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
              q: _Query) -> SearchHit:

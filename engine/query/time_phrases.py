@@ -1,0 +1,97 @@
+"""Dates named in a search query ("in May 2023", "on 3 June, 2023", "in July"), as day spans.
+
+Pure text -> spans: no clock, no store. Only dates the query spells out are read; a relative
+expression ("last week") has no anchor a query can be trusted with (a conversation's "last week" is
+the speaker's, not the searcher's) and is left to the `recency_days` / `start` / `end` filters.
+A message is mentioned at or after the event it tells about, so a span reaches `LATE_MENTION_DAYS`
+past what the query names ("camping in June" is often told in the first days of July).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+__all__ = ["DaySpan", "QueryTime", "query_time", "LATE_MENTION_DAYS"]
+
+LATE_MENTION_DAYS = 7  # days after a named day or month that still tell about it
+_MONTHS = {name.casefold(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.casefold(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+# Most specific first; each match blanks its text so a shorter form does not read it again.
+_FORMS = (
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I),  # 3 June, 2023
+    re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I),  # June 3, 2023
+    re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"),  # 2023-06-03
+    re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I),  # June 2023
+    # a month alone only after a word that makes it one ("may" is a verb, "march" can be)
+    re.compile(rf"\b(?:in|during|since|until|by|of|early|mid|late|last|this|next)[\s-]+{_MONTH}(?!\w)", re.I),
+    re.compile(rf"\b(?:in|during|since|until|by|of)\s+{_YEAR}\b", re.I),  # in 2023
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DaySpan:
+    """Days from `first` to `last`, both included; `month` alone (no year): that month of any year."""
+
+    first: date | None = None
+    last: date | None = None
+    month: int | None = None
+
+    def holds(self, day: date) -> bool:
+        if self.month is not None:
+            # the month itself, or its first LATE_MENTION_DAYS days after it
+            return day.month == self.month or (day - timedelta(days=LATE_MENTION_DAYS)).month == self.month
+        assert self.first is not None and self.last is not None
+        return self.first <= day <= self.last + timedelta(days=LATE_MENTION_DAYS)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTime:
+    """The spans a query names; `holds(day)` is True when any of them holds it."""
+
+    spans: tuple[DaySpan, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
+
+    def holds(self, day: date) -> bool:
+        return any(span.holds(day) for span in self.spans)
+
+
+def query_time(text: str) -> QueryTime:
+    """The day spans `text` names, most specific form first; none when it names no date."""
+    spans: list[DaySpan] = []
+    for form in _FORMS:
+        def read(match: re.Match[str]) -> str:
+            span = _span(match.groupdict())
+            if span is not None:
+                spans.append(span)
+            return " " * len(match.group(0))
+        text = form.sub(read, text)
+    return QueryTime(tuple(spans))
+
+
+def _span(parts: dict[str, str | None]) -> DaySpan | None:
+    """A matched form's span, or None when it names no real date (31 June)."""
+    month_text, day_text, year_text = parts.get("month"), parts.get("day"), parts.get("year")
+    month = (int(month_text) if month_text.isdigit() else _MONTHS[month_text.casefold()]) if month_text else None
+    year = int(year_text) if year_text else None
+    try:
+        if day_text is not None and month is not None and year is not None:
+            day = date(year, month, int(day_text))
+            return DaySpan(day, day)
+    except ValueError:
+        return None
+    if month is not None and year is not None:
+        return DaySpan(date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1]))
+    if month is not None:
+        return DaySpan(month=month)
+    if year is not None:
+        return DaySpan(date(year, 1, 1), date(year, 12, 31))
+    return None
