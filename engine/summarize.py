@@ -43,6 +43,8 @@ MAX_QUOTE_WORDS = 30
 MAX_BULLETS = 5
 TITLE_WORDS = (5, 8)
 SUMMARY_SENTENCES = 2  # informative sentences quoted under Summary besides the opening request
+COVER_WORDS = 150  # word budget of the sentences that cover the conversation's topics (0: off)
+TOPIC_WORDS = 0  # salient words listed on the Summary's "Topics:" line (0: no line)
 
 
 class Summarizer(Protocol):
@@ -69,6 +71,19 @@ _STOPWORDS = frozenset(
     "since because while before after than very really "
     "le la les un une des du de et est en que qui pour pas sur dans avec ce cette ces je tu il elle "
     "nous vous ils on mais ou donc au aux se sa son ses mon ma mes ton ta tes plus très bien".split()
+)
+
+
+# Words that carry no topic in chat ("Wow, that's so cool, thanks!"): never a topic, never covered.
+_CHAT_WORDS = frozenset(
+    "really great thanks thank love cool awesome glad wow hey good nice sounds sound know think yeah totally "
+    "feel feels felt lot lots time times much things thing something anything everything one get got getting "
+    "like make makes made going gonna want way well sure see seen look looks looking amazing awesome hope "
+    "happy super pretty always never ever even still been being did done doing say said tell told "
+    "definitely absolutely especially actually maybe kind kinda stuff right now today day yesterday "
+    "all any some more most other others own same such too here how's what's that's it's i'm you're "
+    "don't can't didn't i've you've we're they're let's i'll you'll there's must glad cheers bye soon "
+    "merci vraiment super génial trop c'est j'ai".split()
 )
 
 
@@ -232,6 +247,52 @@ def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: in
     return [sentences[i] for i in sorted(ranked)]
 
 
+def _topic_words(text: str) -> list[str]:
+    """Content words that can name a topic (no chat filler like "awesome"; CJK runs stay bigrams)."""
+    return [w for w in _content_words(text) if w not in _CHAT_WORDS]
+
+
+def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
+    """Statements that together cover the conversation's topic words, up to `budget` words, in order.
+
+    SumBasic: a word weighs its share of the conversation's topic words, and once a chosen sentence
+    holds it, its weight is squared, so the next sentence is drawn to what is not covered yet: one
+    line per topic rather than three about the most talked-about one.
+    """
+    words = [set(_topic_words(s.text)) for s in sentences]
+    counts = Counter(w for ws in words for w in ws)
+    total = sum(counts.values())
+    weight = {w: c / total for w, c in counts.items()}
+    pool = [i for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
+            if words[i] and not _QUESTION.search(s.text) and not s.text.endswith((":", "："))]
+    chosen: list[int] = []
+    used = 0
+    while pool:
+        best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
+        pool.remove(best)
+        size = min(word_count(sentences[best].text), MAX_QUOTE_WORDS)
+        if used + size > budget:
+            continue
+        chosen.append(best)
+        used += size
+        for w in words[best]:
+            weight[w] **= 2
+    return [sentences[i] for i in sorted(chosen)]
+
+
+def _topics(turns: Sequence[Message], quoted: str, k: int) -> list[str]:
+    """The k topic words said most often (first said first among equals) that the quotes do not show."""
+    shown = set(_content_words(quoted))
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for m in turns:
+        for w in _topic_words(m.content):
+            if not _CJK.search(w) and w not in shown:
+                counts[w] += 1
+                first.setdefault(w, len(first))
+    return sorted(counts, key=lambda w: (-counts[w], first[w]))[:k]
+
+
 def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
     """The user's first sentence that says something (not "Morning!" or "Back after lunch.")."""
     said = [s for s in sentences if len(_content_words(_strip_filler(s.text))) >= 3]
@@ -248,8 +309,11 @@ def _strip_filler(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
 
-    def __init__(self, summary_sentences: int = SUMMARY_SENTENCES) -> None:
-        self.summary_sentences = summary_sentences  # besides the opening request
+    def __init__(self, summary_sentences: int = SUMMARY_SENTENCES, cover_words: int = COVER_WORDS,
+                 topic_words: int = TOPIC_WORDS) -> None:
+        self.summary_sentences = summary_sentences  # besides the opening request (when cover_words is 0)
+        self.cover_words = cover_words
+        self.topic_words = topic_words
 
     def summarize(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
@@ -260,8 +324,14 @@ class ExtractiveSummarizer:
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
             sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")
-        for s in _informative(rest, words_of, self.summary_sentences):
+        chosen = (_covering(rest, self.cover_words) if self.cover_words
+                  else _informative(rest, words_of, self.summary_sentences))
+        for s in chosen:
             sections["Summary"].append(f"{s.speaker}: {_quote(s.text)}")
+        if self.topic_words:
+            topics = _topics(turns, "\n".join(sections["Summary"]), self.topic_words)
+            if topics:
+                sections["Summary"].append(f"Topics: {', '.join(topics)}.")
         seen: set[str] = set()
         for s in sentences:
             name = _classify(s, turns, words_of)
