@@ -8,7 +8,8 @@ the summaries that variant writes over exactly its turns (the engine's: a day su
 conversation summary, as the live replay and the bulk path make them; the dataset's: its human
 session summary), then every question is asked messages only and by default (summary hits too),
 and, for each `--weights` value, messages only with that summary-context weight, for each `--leading`
-value, by default with at most that many summaries leading. Prints turn any@10 overall
+value, by default with at most that many summaries leading, and with `--bars` every bar and count of
+leading summaries (replayed from one summaries-only and one messages-only search per question). Prints turn any@10 overall
 and per conversation, NDCG@10 and session any@5. Minutes, not the replay's quarter hour: the
 variants differ only in summary text, which is what this probes.
 """
@@ -117,6 +118,35 @@ def ask(corpus: Corpus, kinds: tuple[str, ...], overrides: dict[str, float]) -> 
             per[item.user_id].append([scores[level][metric] for level, metric in METRICS])
     finally:
         searcher.settings = default
+    return _means(per)
+
+
+BARS = (1, 3, 5, 10, 20)  # a summary leads when it scores at least the message at this rank
+MOST = (1, 2)  # summaries leading at most
+
+
+def replay_leading(corpus: Corpus) -> dict[str, Any]:
+    """Where summary hits sit, replayed from one summaries-only and one messages-only search per
+    question: for each bar and count, summaries first, then messages (what `merge_summaries_first`
+    does), scored as the default configuration is. The engine's rule is bar 20, at most 2."""
+    searcher = corpus.engine.searcher
+    per: dict[tuple[int, int], dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
+    for item in corpus.items:
+        if item.category == ADVERSARIAL:
+            continue
+        summaries = searcher.search(item.user_id, item.question, limit=20, kinds=("summary",)).results
+        messages = searcher.search(item.user_id, item.question, limit=20, kinds=("message",)).results
+        for bar in BARS:
+            floor = messages[min(bar, len(messages)) - 1].score if messages else 0.0
+            passing = [h for h in summaries if h.score >= floor]
+            for most in MOST:
+                hits = [*passing[:most], *messages][:20]
+                scores = score_question(*hit_coverage(hits, corpus.turns, item.evidence), item.evidence, (5, 10, 20))
+                per[(bar, most)][item.user_id].append([scores[level][metric] for level, metric in METRICS])
+    return {f"default, bar {bar}, at most {most}": _means(rows) for (bar, most), rows in per.items()}
+
+
+def _means(per: dict[str, list[list[float]]]) -> dict[str, Any]:
     rows = [r for user in per for r in per[user]]
     return {"overall": [round(mean(col), 4) for col in zip(*rows)],
             "per_conversation": {u: {"n": len(per[u]), **{f"{lvl}.{m}": round(mean(col), 4) for (lvl, m), col
@@ -144,8 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             for w in weights})
             configs.update({f"default, up to {n} summaries": (("summary", "message"), {"max_summary_results": n})
                             for n in leading})
-            for label, (kinds, overrides) in configs.items():
-                result = ask(corpus, kinds, overrides)
+            results = {label: ask(corpus, kinds, overrides) for label, (kinds, overrides) in configs.items()}
+            if args.bars and count:
+                results.update(replay_leading(corpus))
+            for label, result in results.items():
                 document["runs"][f"{name} / {label}"] = result
                 o = result["overall"]
                 convs = " ".join(f"{v['turn.recall_any@10']:.3f}" for v in result["per_conversation"].values())
@@ -164,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", default=" ".join(VARIANTS), help="space separated")
     p.add_argument("--weights", default="", help="extra summary_context_weight values, comma separated")
     p.add_argument("--leading", default="", help="extra max_summary_results values (default mode), comma separated")
+    p.add_argument("--bars", action="store_true", help="also replay where summary hits sit (BARS x MOST)")
     p.add_argument("--lexical", action="store_true", help="no embedder: keyword search only (fast)")
     p.add_argument("--conversations", type=int, help="the file's first N conversations only (a smoke test)")
     p.add_argument("--out", type=Path)

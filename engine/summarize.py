@@ -1,8 +1,10 @@
 """Summarizers: a deterministic extractive one (no LLM) and an OpenAI-compatible chat client.
 
 Both fill the same Markdown template (SECTIONS) so stored summaries look alike whichever wrote
-them. The extractive one only ever quotes the conversation itself, sentence by sentence, chosen
-by simple English and French cues; it never quotes tool outputs or code blocks.
+them. The extractive one only ever quotes the conversation itself, sentence by sentence: under
+Summary, the opening request and statements that together cover the conversation's topics; under
+the other sections, sentences chosen by English, French and Japanese cues. It never quotes tool
+outputs or code blocks.
 """
 
 from __future__ import annotations
@@ -42,9 +44,7 @@ NONE_NOTED = "- none noted"
 MAX_QUOTE_WORDS = 30
 MAX_BULLETS = 5
 TITLE_WORDS = (5, 8)
-SUMMARY_SENTENCES = 2  # informative sentences quoted under Summary besides the opening request
-COVER_WORDS = 150  # word budget of the sentences that cover the conversation's topics (0: off)
-TOPIC_WORDS = 0  # salient words listed on the Summary's "Topics:" line (0: no line)
+COVER_WORDS = 200  # word budget of the quotes that cover the conversation's topics (LoCoMo dev, LOO: docs/benchmarks.md)
 
 
 class Summarizer(Protocol):
@@ -232,21 +232,6 @@ def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequen
     return None
 
 
-def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: int) -> list[_Sentence]:
-    """The k sentences with the highest idf-weighted content (df over messages), in conversation order."""
-    df: Counter[str] = Counter()
-    for words in words_of:
-        df.update(words)
-    n = len(words_of)
-
-    def score(s: _Sentence) -> float:
-        words = set(_content_words(s.text))
-        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(word_count(s.text) + 1)
-
-    ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))[:k]
-    return [sentences[i] for i in sorted(ranked)]
-
-
 def _topic_words(text: str) -> list[str]:
     """Content words that can name a topic (no chat filler like "awesome"; CJK runs stay bigrams)."""
     return [w for w in _content_words(text) if w not in _CHAT_WORDS]
@@ -265,32 +250,19 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     weight = {w: c / total for w, c in counts.items()}
     pool = [i for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
             if words[i] and not _QUESTION.search(s.text) and not s.text.endswith((":", "："))]
+    size = [min(word_count(s.text), MAX_QUOTE_WORDS) for s in sentences]  # a quote is cut at MAX_QUOTE_WORDS
     chosen: list[int] = []
-    used = 0
     while pool:
         best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
-        pool.remove(best)
-        size = min(word_count(sentences[best].text), MAX_QUOTE_WORDS)
-        if used + size > budget:
+        left = budget - sum(size[i] for i in chosen)
+        if size[best] > left:  # it never fits again, nor any as long: drop them all at once (a big day stays fast)
+            pool = [i for i in pool if size[i] <= left]
             continue
+        pool.remove(best)
         chosen.append(best)
-        used += size
         for w in words[best]:
             weight[w] **= 2
     return [sentences[i] for i in sorted(chosen)]
-
-
-def _topics(turns: Sequence[Message], quoted: str, k: int) -> list[str]:
-    """The k topic words said most often (first said first among equals) that the quotes do not show."""
-    shown = set(_content_words(quoted))
-    counts: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    for m in turns:
-        for w in _topic_words(m.content):
-            if not _CJK.search(w) and w not in shown:
-                counts[w] += 1
-                first.setdefault(w, len(first))
-    return sorted(counts, key=lambda w: (-counts[w], first[w]))[:k]
 
 
 def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
@@ -309,11 +281,8 @@ def _strip_filler(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
 
-    def __init__(self, summary_sentences: int = SUMMARY_SENTENCES, cover_words: int = COVER_WORDS,
-                 topic_words: int = TOPIC_WORDS) -> None:
-        self.summary_sentences = summary_sentences  # besides the opening request (when cover_words is 0)
-        self.cover_words = cover_words
-        self.topic_words = topic_words
+    def __init__(self, cover_words: int = COVER_WORDS) -> None:
+        self.cover_words = cover_words  # besides the opening request
 
     def summarize(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
@@ -324,14 +293,8 @@ class ExtractiveSummarizer:
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
             sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")
-        chosen = (_covering(rest, self.cover_words) if self.cover_words
-                  else _informative(rest, words_of, self.summary_sentences))
-        for s in chosen:
+        for s in _covering(rest, self.cover_words):
             sections["Summary"].append(f"{s.speaker}: {_quote(s.text)}")
-        if self.topic_words:
-            topics = _topics(turns, "\n".join(sections["Summary"]), self.topic_words)
-            if topics:
-                sections["Summary"].append(f"Topics: {', '.join(topics)}.")
         seen: set[str] = set()
         for s in sentences:
             name = _classify(s, turns, words_of)
