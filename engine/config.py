@@ -124,7 +124,11 @@ class Settings(BaseSettings):
         "of other days weigh this much (1 turns it off). docs/benchmarks.md.",
     )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
-    max_summary_results: int = Field(2, ge=0, description="Summaries shown at most ahead of messages.")
+    max_summary_results: int = Field(
+        1, ge=0,
+        description="Summaries shown at most ahead of messages (each must outscore the best message). "
+        "docs/benchmarks.md.",
+    )
     candidate_depth: int = Field(50, ge=10, description="Minimum candidates taken from each list before fusion.")
 
     # Summaries and context

@@ -254,8 +254,8 @@ def test_a_message_after_deleting_the_last_one_is_searchable(engine: Conversatio
     assert engine.delete_messages("alice", ["alice-c2-3"]) == 1
     engine.ingest("alice", [{"role": "user", "content": "the okapiflute concert", "message_id": "fresh",
                              "created_at": (T0 + timedelta(hours=5)).isoformat()}])
-    hits = engine.search("alice", "okapiflute", limit=3, mode="lexical").results
-    assert [h.message_id for h in hits] == ["fresh"]
+    hits = engine.search("alice", "okapiflute", limit=3, mode="lexical", kinds=["message"]).results
+    assert [h.message_id for h in hits] == ["fresh"]  # (its day's summary, which now quotes it, may lead too)
     engine.index()
     assert diagnose(engine).ok
 

@@ -18,8 +18,9 @@ from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
 from engine.store.core import Store
 from engine.summaries.policy import DAY_NOTE_PREFIX, SummaryService, day_summary_id
-from engine.summaries.summarizers import (SECTIONS, ExtractiveSummarizer, OpenAICompatibleSummarizer, SummarizerError,
-                              make_summarizer, section_text)
+from engine.summaries.chat_summarizer import OpenAICompatibleSummarizer
+from engine.summaries.summarizers import (SECTIONS, ExtractiveSummarizer, SummarizerError,
+                              make_summarizer, section_text, word_count)
 from indexers.wordpieces import WordPieceCounter
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -101,6 +102,35 @@ def test_empty_sections_say_none_noted() -> None:
     markdown = ExtractiveSummarizer().summarize([_msg(1, "user", "The sky looks grey over Paris.")])
     for name in ("Goals", "Decisions", "Open loops", "Next steps"):
         assert section_text(markdown, name) == "- none noted"
+
+
+TRIP = [
+    _msg(1, "user", "Hey! I finally went to the pottery class downtown yesterday."),
+    _msg(2, "assistant", "Wow, that's so cool, thanks for telling me!"),
+    _msg(3, "user", "The pottery teacher showed us how to center clay on the wheel."),
+    _msg(4, "assistant", "Centering clay on a pottery wheel takes patience."),
+    _msg(5, "user", "My pottery bowl came out lopsided but I love it."),
+    _msg(6, "assistant", "By the way, my sister adopted a rescue dog named Biscuit last week."),
+    _msg(7, "user", "Did you meet Biscuit yet?"),
+    _msg(8, "assistant", "Next month we are driving to the coast for a camping trip with the kids."),
+]
+
+
+def test_summary_covers_each_topic_once_within_its_word_budget() -> None:
+    summary = section_text(ExtractiveSummarizer(cover_words=40).summarize(TRIP), "Summary").splitlines()
+    quoted = summary[1:]  # after the opening request
+    assert any("Biscuit" in line for line in quoted) and any("camping" in line for line in quoted)
+    assert sum("pottery" in line.lower() for line in summary) <= 2  # the most talked-about topic does not crowd out the rest
+    assert sum(word_count(line.split(": ", 1)[1]) for line in quoted) <= 40
+    assert not any("?" in line or "thanks for telling me" in line for line in quoted)  # no questions, no filler
+
+
+def test_a_larger_budget_quotes_more_and_keeps_conversation_order() -> None:
+    small = section_text(ExtractiveSummarizer(cover_words=15).summarize(TRIP), "Summary").splitlines()
+    large = section_text(ExtractiveSummarizer(cover_words=80).summarize(TRIP), "Summary").splitlines()
+    assert len(small) < len(large)
+    order = [next(i for i, m in enumerate(TRIP) if line.split(": ", 1)[1].rstrip(".") in m.content) for line in large]
+    assert order == sorted(order)
 
 
 # OpenAI-compatible client against a real local server -----------------------------------------

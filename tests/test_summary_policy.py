@@ -15,6 +15,7 @@ from engine.config import Settings
 from engine.errors import UnknownDaySegmentError
 from engine.summaries.policy import DAY_NOTE_PREFIX
 from engine.summaries.summarizers import TITLE_WORDS, section_text, word_count
+from tests.support import HashEmbedder
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample.jsonl"
 LATER = datetime(2024, 4, 1, 12, 0, tzinfo=timezone.utc)  # every sample day is over
@@ -173,3 +174,25 @@ def test_extractive_segments_cjk_and_reads_short_choices_as_decisions() -> None:
     assert "Keihan it is." in section_text(markdown, "Decisions")
     assert "check the ryokan check-in time" in section_text(markdown, "Open loops")
     assert section_text(markdown, "Open loops").count("- ") == 1  # the answered question is not a loop
+
+
+def test_one_summary_leads_and_only_when_it_outscores_every_message(tmp_path: Path) -> None:
+    led = trailed = 0
+    with ConversationEngine(tmp_path, embedder=HashEmbedder(), clock=lambda: LATER) as engine:  # hybrid, no model
+        engine.import_file(SAMPLE, fmt="jsonl")
+        engine.index()
+        for query in ("which database did we choose and why", "PostgreSQL migration", "pgloader dry run log",
+                      "rollback window Saturday", "Kyoto ryokan booking", "ECONNRESET pool", "invoice amounts rounded"):
+            user = "bob" if "Kyoto" in query else "alice"
+            results = engine.search(user, query, limit=10).results
+            best_message = engine.search(user, query, limit=10, kinds=["message"]).results[0]
+            best_summary = engine.search(user, query, limit=1, kinds=["summary"]).results[0]
+            shown = [h for h in results if h.kind == "summary"]
+            assert len(shown) <= 1
+            if best_summary.score >= best_message.score:
+                assert results[0].summary_id == best_summary.summary_id
+                led += 1
+            else:
+                assert not shown and results[0].message_id == best_message.message_id
+                trailed += 1
+    assert led and trailed  # both cases were exercised

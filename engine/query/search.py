@@ -226,8 +226,9 @@ class Searcher:
                       messages: list[SearchHit], shard: Shard) -> list[SearchHit]:
         if summaries is None:
             return []
-        # A summary leads only if it would have earned a place among the messages on its own score.
-        bar = messages[min(limit, len(messages)) - 1].score if messages else 0.0
+        # A summary leads only where it outscores the best message: a summary slot costs a message's
+        # place, and one that matches less than the top message mostly costs (docs/benchmarks.md, LOO).
+        bar = messages[0].score if messages else 0.0
         fused = summaries.scores.fused
         leading = np.flatnonzero((fused > 0) & (fused >= bar))
         # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show

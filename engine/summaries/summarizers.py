@@ -1,21 +1,21 @@
-"""Summarizers: a deterministic extractive one (no LLM) and an OpenAI-compatible chat client.
+"""Summarizers: a deterministic extractive one (no LLM) here, and an OpenAI-compatible chat client
+(engine/summaries/chat_summarizer.py) that `make_summarizer` picks when configured.
 
 Both fill the same Markdown template (SECTIONS) so stored summaries look alike whichever wrote
-them. The extractive one only ever quotes the conversation itself, sentence by sentence, chosen
-by simple English and French cues; it never quotes tool outputs or code blocks.
+them. The extractive one only ever quotes the conversation itself, sentence by sentence: under
+Summary, the opening request and statements that together cover the conversation's topics; under
+the other sections, sentences chosen by English, French and Japanese cues. It never quotes tool
+outputs or code blocks.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import Callable, Protocol, Sequence, TypeVar
-
-import httpx
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
@@ -27,24 +27,22 @@ __all__ = [
     "Summarizer",
     "SummarizerError",
     "ExtractiveSummarizer",
-    "OpenAICompatibleSummarizer",
     "make_summarizer",
     "split_sentences",
     "section_text",
     "clamp_title",
     "word_count",
+    "speaker_label",
 ]
 
 T = TypeVar("T")
-log = logging.getLogger("convsearch.summarize")
-log.addHandler(logging.NullHandler())
 
 SECTIONS = ("Summary", "Goals", "Decisions", "Open loops", "Next steps")
 NONE_NOTED = "- none noted"
 MAX_QUOTE_WORDS = 30
 MAX_BULLETS = 5
 TITLE_WORDS = (5, 8)
-SUMMARY_SENTENCES = 2  # informative sentences quoted under Summary besides the opening request
+COVER_WORDS = 200  # word budget of the quotes that cover the conversation's topics (LoCoMo dev, LOO: docs/benchmarks.md)
 
 
 class Summarizer(Protocol):
@@ -72,6 +70,19 @@ _STOPWORDS = frozenset(
     "since because while before after than very really "
     "le la les un une des du de et est en que qui pour pas sur dans avec ce cette ces je tu il elle "
     "nous vous ils on mais ou donc au aux se sa son ses mon ma mes ton ta tes plus très bien".split()
+)
+
+
+# Words that carry no topic in chat ("Wow, that's so cool, thanks!"): never a topic, never covered.
+_CHAT_WORDS = frozenset(
+    "really great thanks thank love cool awesome glad wow hey good nice sounds sound know think yeah totally "
+    "feel feels felt lot lots time times much things thing something anything everything one get got getting "
+    "like make makes made going gonna want way well sure see seen look looks looking amazing awesome hope "
+    "happy super pretty always never ever even still been being did done doing say said tell told "
+    "definitely absolutely especially actually maybe kind kinda stuff right now today day yesterday "
+    "all any some more most other others own same such too here how's what's that's it's i'm you're "
+    "don't can't didn't i've you've we're they're let's i'll you'll there's must glad cheers bye soon "
+    "merci vraiment super génial trop c'est j'ai".split()
 )
 
 
@@ -210,7 +221,7 @@ class _Sentence:
     role: str
 
 
-def _speaker(message: Message) -> str:
+def speaker_label(message: Message) -> str:
     return message.speaker or message.role.capitalize()
 
 
@@ -223,7 +234,7 @@ def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
         for text in _said(m.content):
-            out.append(_Sentence(text, _speaker(m), index, m.role))
+            out.append(_Sentence(text, speaker_label(m), index, m.role))
     return out
 
 
@@ -262,19 +273,37 @@ def _cued(text: str) -> str | None:
     return None
 
 
-def _informative(sentences: list[_Sentence], words_of: Sequence[set[str]], k: int) -> list[_Sentence]:
-    """The k sentences with the highest idf-weighted content (df over messages), in conversation order."""
-    df: Counter[str] = Counter()
-    for words in words_of:
-        df.update(words)
-    n = len(words_of)
+def _topic_words(text: str) -> list[str]:
+    """Content words that can name a topic (no chat filler like "awesome"; CJK runs stay bigrams)."""
+    return [w for w in _content_words(text) if w not in _CHAT_WORDS]
 
-    def score(s: _Sentence) -> float:
-        words = set(_content_words(s.text))
-        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in words) / math.sqrt(word_count(s.text) + 1)
 
-    ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))[:k]
-    return [sentences[i] for i in sorted(ranked)]
+def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
+    """Statements that together cover the conversation's topic words, up to `budget` words, in order.
+
+    SumBasic: a word weighs its share of the conversation's topic words, and once a chosen sentence
+    holds it, its weight is squared, so the next sentence is drawn to what is not covered yet: one
+    line per topic rather than three about the most talked-about one.
+    """
+    words = [set(_topic_words(s.text)) for s in sentences]
+    counts = Counter(w for ws in words for w in ws)
+    total = sum(counts.values())
+    weight = {w: c / total for w, c in counts.items()}
+    pool = [i for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
+            if words[i] and not _QUESTION.search(s.text) and not s.text.endswith((":", "："))]
+    size = [min(word_count(s.text), MAX_QUOTE_WORDS) for s in sentences]  # a quote is cut at MAX_QUOTE_WORDS
+    chosen: list[int] = []
+    while pool:
+        best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
+        left = budget - sum(size[i] for i in chosen)
+        if size[best] > left:  # it never fits again, nor any as long: drop them all at once (a big day stays fast)
+            pool = [i for i in pool if size[i] <= left]
+            continue
+        pool.remove(best)
+        chosen.append(best)
+        for w in words[best]:
+            weight[w] **= 2
+    return [sentences[i] for i in sorted(chosen)]
 
 
 def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
@@ -294,8 +323,8 @@ def _strip_filler(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
 
-    def __init__(self, summary_sentences: int = SUMMARY_SENTENCES) -> None:
-        self.summary_sentences = summary_sentences  # besides the opening request
+    def __init__(self, cover_words: int = COVER_WORDS) -> None:
+        self.cover_words = cover_words  # besides the opening request
 
     def summarize(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
@@ -306,7 +335,7 @@ class ExtractiveSummarizer:
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
             sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")
-        for s in _informative(rest, words_of, self.summary_sentences):
+        for s in _covering(rest, self.cover_words):
             sections["Summary"].append(f"{s.speaker}: {_quote(s.text)}")
         seen: set[str] = set()
         for s in sentences:
@@ -335,97 +364,6 @@ def _render(sections: dict[str, list[str]]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-# OpenAI-compatible ---------------------------------------------------------------------------
-SUMMARY_PROMPT = (
-    "Summarise the conversation below in Markdown with exactly these five headings, in this order: "
-    "## Summary (2-3 plain sentences), ## Goals, ## Decisions, ## Open loops, ## Next steps. Under each "
-    "of the last four, write short bullets starting with '- ' naming who said it; write '- none noted' "
-    "when a section is empty. Use only facts from the conversation, never quote tool output at length, "
-    "and answer in the conversation's language."
-)
-TITLE_PROMPT = (
-    "Give a title of 5 to 8 words naming the main topic of the conversation below. "
-    "Answer with the title only, no quotes, no trailing punctuation."
-)
-MAX_PROMPT_MESSAGE_CHARS = 2000
-
-
-def _transcript(messages: Sequence[Message]) -> str:
-    lines = []
-    for m in messages:
-        if m.kind != "turn":
-            continue
-        text = m.content
-        if len(text) > MAX_PROMPT_MESSAGE_CHARS:  # tool dumps and pasted logs: head and tail only
-            half = MAX_PROMPT_MESSAGE_CHARS // 2
-            text = f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] {_speaker(m)}: {text}")
-    return "\n".join(lines)
-
-
-class OpenAICompatibleSummarizer:
-    """Chat-completions client (`POST {url}/chat/completions`); one request per call, temperature 0."""
-
-    def __init__(self, url: str, model: str, timeout: float = 30.0, *, fallback: Summarizer | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.model = model
-        self.timeout = timeout
-        self.fallback = fallback  # only used when explicitly given
-
-    def summarize(self, messages: Sequence[Message]) -> str:
-        try:
-            return self._complete(SUMMARY_PROMPT, _transcript(messages)).strip() + "\n"
-        except SummarizerError:
-            if self.fallback is None:
-                raise
-            log.warning("summarize.fallback backend=extractive url=%s", self.url)
-            return self.fallback.summarize(messages)
-
-    def title(self, messages: Sequence[Message]) -> str:
-        try:
-            text = self._complete(TITLE_PROMPT, _transcript(messages))
-        except SummarizerError:
-            if self.fallback is None:
-                raise
-            return self.fallback.title(messages)
-        text = re.sub(r"^\s*title\s*:\s*", "", text.strip().splitlines()[0] if text.strip() else "", flags=re.I)
-        return clamp_title(text)
-
-    def _complete(self, instruction: str, transcript: str) -> str:
-        body = {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [{"role": "system", "content": instruction}, {"role": "user", "content": transcript}],
-        }
-        endpoint = f"{self.url}/chat/completions"
-        try:
-            response = httpx.post(endpoint, json=body, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise SummarizerError(
-                f"cannot reach the summarizer at {endpoint} ({type(exc).__name__}: {exc}): start the server, fix "
-                "CONVSEARCH_LLM_URL, or set CONVSEARCH_SUMMARIZER=extractive"
-            ) from None
-        if response.status_code >= 400:
-            raise SummarizerError(
-                f"the summarizer at {endpoint} answered HTTP {response.status_code}: {response.text[:200]!r}; "
-                "check CONVSEARCH_LLM_MODEL and the server's log, or set CONVSEARCH_SUMMARIZER=extractive"
-            )
-        return _content_of(response, endpoint)
-
-
-def _content_of(response: httpx.Response, endpoint: str) -> str:
-    try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        content = None
-    if not isinstance(content, str) or not content.strip():
-        raise SummarizerError(
-            f"the summarizer at {endpoint} answered without choices[0].message.content: "
-            f"{response.text[:200]!r}; is it an OpenAI-compatible chat-completions server?"
-        )
-    return content
-
-
 def make_summarizer(settings: Settings) -> Summarizer | None:
     """The configured summarizer; None when summaries are off (summarizer='none')."""
     if settings.summarizer == "none":
@@ -437,4 +375,6 @@ def make_summarizer(settings: Settings) -> Summarizer | None:
             "summarizer 'openai' needs CONVSEARCH_LLM_URL and CONVSEARCH_LLM_MODEL "
             "(e.g. http://127.0.0.1:8080/v1 and the served model's name), or set CONVSEARCH_SUMMARIZER=extractive"
         )
+    from engine.summaries.chat_summarizer import OpenAICompatibleSummarizer  # httpx only when configured
+
     return OpenAICompatibleSummarizer(settings.llm_url, settings.llm_model)
