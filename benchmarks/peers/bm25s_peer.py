@@ -59,9 +59,12 @@ class Searcher:
         return sorted(scores, key=lambda i: (-scores[i], i))[:k]
 
     def _lexical(self, text: str, depth: int) -> dict[int, float]:
-        """Row -> BM25 score of the top `depth` rows with a positive score."""
-        query = bm25s.tokenize([text], stopwords="en", stemmer=_STEMMER, show_progress=False, return_ids=False)
-        if not query or not query[0]:
+        """Row -> BM25 score of the top `depth` rows with a positive score (bm25s's own scoring;
+        `get_scores`, not `retrieve`, which starts a thread pool and a progress bar per call)."""
+        tokens = bm25s.tokenize([text], stopwords="en", stemmer=_STEMMER, show_progress=False, return_ids=False)[0]
+        known = [token for token in tokens if token in self.retriever.vocab_dict]
+        if not known:
             return {}
-        rows, scores = self.retriever.retrieve(query, k=depth, show_progress=False, n_threads=1)
-        return {int(r): float(s) for r, s in zip(rows[0], scores[0]) if s > 0}
+        scores = self.retriever.get_scores(known)
+        top = np.argpartition(-scores, depth - 1)[:depth]
+        return {int(r): float(scores[r]) for r in top if scores[r] > 0}
