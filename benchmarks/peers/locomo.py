@@ -109,7 +109,7 @@ def run_ours(corpus: Corpus, config: RunConfig, say: Callable[[str], None]) -> d
         e2e = run(corpus, config, progress=say)
         e2e_cpu, cpu[:] = list(cpu), []
         questions = [item.question for item in corpus.items]
-        known = dict(zip(questions, engine.searcher.query_embedder.embed(questions)))
+        known = dict(zip(questions, engine.pipeline.embedder.embed(questions)))  # no deadline: a batch
         saved, engine.searcher.query_embedder = engine.searcher.query_embedder, DeadlineEmbedder(_Given(known))
         try:
             given = run(corpus, config, progress=say)
