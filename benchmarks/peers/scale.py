@@ -27,6 +27,8 @@ from benchmarks.peers import load
 __all__ = ["export", "export_shard", "ours_of", "run_peers", "peer_table", "main"]
 
 WARMUP = 5
+# Wall and process-CPU (all threads) time of ingest + index, search p50 / p99 (wall) and p50 (CPU), RSS, disk.
+COLUMNS = ("build_s", "build_cpu_s", "p50", "p99", "cpu_p50", "rss_mb", "disk_mb")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,14 +54,16 @@ def export_shard(shard: Any, queries: Sequence[str], query_vectors: Mapping[str,
 def ours_of(result: Any) -> dict[str, float]:
     """Our figures from run_scale's SizeResult, under the keys the peers report: ingest + index
     time, engine.search with the query vector given, the serving probe's RSS, store + index."""
-    given = result.latency_ms.get("given", (0.0, 0.0))
-    return {"build_s": round(result.ingest_s + result.index_s, 2), "p50": given[0], "p99": given[1],
+    given, cpu = result.latency_ms.get("given", (0.0, 0.0)), result.cpu_ms.get("given", (0.0, 0.0))
+    return {"build_s": round(result.ingest_s + result.index_s, 2),
+            "build_cpu_s": round(result.ingest_cpu_s + result.index_cpu_s, 2),
+            "p50": given[0], "p99": given[1], "cpu_p50": cpu[0],
             "rss_mb": result.serving.get("rss_mb", 0.0), "disk_mb": round(result.index_mb + result.store_mb, 1)}
 
 
 def run_peers(names: Sequence[str], data: Path, ours: Mapping[str, float], k: int) -> dict[str, dict[str, Any]]:
     """Each peer built and served in its own processes; its figures and their ratios to `ours`
-    (keys build_s, p50, p99, rss_mb, disk_mb). A peer that fails is recorded, not raised."""
+    (keys of COLUMNS). A peer that fails is recorded, not raised."""
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         index = data.parent / f"{data.name}-{name}"
@@ -71,8 +75,7 @@ def run_peers(names: Sequence[str], data: Path, ours: Mapping[str, float], k: in
             continue
         disk = sum(p.stat().st_size for p in index.rglob("*") if p.is_file()) / 2**20
         figures = {**built, **served, "disk_mb": round(disk, 2)}
-        figures["ratio"] = {key: round(figures[key] / ours[key], 2) for key in ("build_s", "p50", "p99", "rss_mb", "disk_mb")
-                            if ours.get(key)}
+        figures["ratio"] = {key: round(figures[key] / ours[key], 2) for key in COLUMNS if ours.get(key)}
         out[name] = figures
     return out
 
@@ -91,14 +94,14 @@ def _child(step: str, name: str, data: Path, index: Path, k: int) -> dict[str, A
 
 def peer_table(size: int, ours: Mapping[str, float], peers: Mapping[str, Mapping[str, Any]]) -> str:
     """One markdown table: ours, then each peer with its ratio to ours in brackets."""
-    columns = ("build_s", "p50", "p99", "rss_mb", "disk_mb")
-    lines = [f"| {size:,} | ingest + index s | search p50 ms | p99 ms | RSS MB | disk MB |", "|---|---|---|---|---|---|",
-             "| convsearch | " + " | ".join(f"{ours.get(c, float('nan')):.1f}" for c in columns) + " |"]
+    lines = [f"| {size:,} | ingest + index s | (CPU s) | search p50 ms | p99 ms | p50 CPU ms | RSS MB | disk MB |",
+             "|---|---|---|---|---|---|---|---|",
+             "| convsearch | " + " | ".join(f"{ours.get(c, float('nan')):.1f}" for c in COLUMNS) + " |"]
     for name, figures in peers.items():
         if "error" in figures:
             lines.append(f"| {name} | failed: {figures['error']} |")
             continue
-        cells = [f"{figures[c]:.1f} ({figures['ratio'].get(c, float('nan')):.2f}x)" for c in columns]
+        cells = [f"{figures[c]:.1f} ({figures['ratio'].get(c, float('nan')):.2f}x)" for c in COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
