@@ -11,6 +11,8 @@ naive design (benchmarks/naive.py) over the same windows and vectors. Latency is
           both scores, fusion), no citations or store reads: what the naive design does too.
 Ratios: naive / core, and (naive + the same query embedding) / e2e. --overhead N times the whole
 index pipeline on N messages with MiniLM against embedding the same window texts directly.
+--peers lancedb,bm25s: the same windows and vectors through other libraries, each in its own
+processes, with ratios to ours (benchmarks/peers/scale.py).
 """
 
 from __future__ import annotations
