@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from benchmarks.peers import load, parse_names
+from benchmarks.peers import Searcher, load, parse_names
 from engine.evaluation.locomo import (Corpus, RunConfig, _groups, _latency, hit_coverage, open_corpus, run,
                                       score_question)
 from engine.search_types import SearchHit
@@ -62,14 +62,7 @@ def _hit(turn: Turn, rank: int) -> SearchHit:
 def run_peer(name: str, corpus: Corpus, vectors: dict[str, np.ndarray], turns: dict[str, list[Turn]],
              workdir: Path, config: RunConfig) -> dict[str, Any]:
     """Build the peer per conversation, ask every question, score it as the engine's rows are."""
-    peer, searchers, build_s = load(name), {}, 0.0
-    for user, rows in turns.items():
-        path = workdir / name / user
-        path.mkdir(parents=True)
-        began = time.perf_counter()
-        peer.build([line for _, _, line in rows], vectors[user], path)
-        searchers[user] = peer.open(path)
-        build_s += time.perf_counter() - began
+    searchers, build_s = _build(name, vectors, turns, workdir / name)
     embed = corpus.engine.searcher.query_embedder
     per_item, total_ms, search_ms, total_cpu, search_cpu = [], [], [], [], []
     for item in corpus.items:
@@ -89,6 +82,20 @@ def run_peer(name: str, corpus: Corpus, vectors: dict[str, np.ndarray], turns: d
     return {"label": name, "groups": _groups(per_item), "latency_ms": _latency(total_ms), "cpu_ms": _latency(total_cpu),
             "given_ms": _latency(search_ms), "given_cpu_ms": _latency(search_cpu), "build_s": round(build_s, 2),
             "disk_mb": round(disk / 2**20, 2)}
+
+
+def _build(name: str, vectors: dict[str, np.ndarray], turns: dict[str, list[Turn]], folder: Path
+           ) -> tuple[dict[str, Searcher], float]:
+    """One index per conversation (our per-user shard), opened for search; the seconds it took."""
+    peer, searchers, seconds = load(name), {}, 0.0
+    for user, rows in turns.items():
+        path = folder / user
+        path.mkdir(parents=True)
+        began = time.perf_counter()
+        peer.build([line for _, _, line in rows], vectors[user], path)
+        searchers[user] = peer.open(path)
+        seconds += time.perf_counter() - began
+    return searchers, seconds
 
 
 def run_ours(corpus: Corpus, config: RunConfig, say: Callable[[str], None]) -> dict[str, Any]:
@@ -114,6 +121,7 @@ def run_ours(corpus: Corpus, config: RunConfig, say: Callable[[str], None]) -> d
         try:
             given = run(corpus, config, progress=say)
         finally:
+            engine.searcher.query_embedder.close()
             engine.searcher.query_embedder = saved
     finally:
         del engine.search
