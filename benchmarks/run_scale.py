@@ -11,6 +11,8 @@ naive design (benchmarks/naive.py) over the same windows and vectors. Latency is
           scores, fusion), no citations or store reads: what the naive design does too.
 Ratios: naive / core, and (naive + the same query embedding) / e2e. --overhead N times the whole
 index pipeline on N messages with MiniLM against embedding the same window texts directly.
+--peers lancedb,bm25s: the same windows and vectors through other libraries, each in its own
+processes, with ratios to ours (benchmarks/peers/scale.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate import SyntheticEmbedder, ThreadParams, iter_messages, make_queries  # noqa: E402
 from benchmarks.naive import from_shard  # noqa: E402
+from benchmarks.peers import parse_names  # noqa: E402
+from benchmarks.peers.scale import export_shard, ours_of, peer_table, run_peers  # noqa: E402
 from engine.api import ConversationEngine, to_new_message  # noqa: E402
 from indexers.embedders import DeadlineEmbedder, Embedder  # noqa: E402
 
@@ -172,6 +176,7 @@ class SizeResult:
     index_mb: float = 0.0
     store_mb: float = 0.0
     load_avg: tuple[float, float] = (0.0, 0.0)  # 1-min load at start and end (2 cores)
+    peers: dict[str, Any] = field(default_factory=dict)  # --peers: benchmarks/peers/scale.py, each in its own processes
 
 
 # One size ---------------------------------------------------------------------------------------
@@ -253,7 +258,7 @@ def profile_queries(engine: ConversationEngine, queries: Sequence[str], path: Pa
 
 def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None = None, n_queries: int = 200,
              batch: int = 1000, seed: int = 0, naive: bool = True, probe: bool = True,
-             profile: Path | None = None, reindex: bool = False,
+             profile: Path | None = None, reindex: bool = False, peers: Sequence[str] = (),
              checkpoint: Callable[[SizeResult], None] = lambda r: None) -> SizeResult:
     """Everything for one size, in a fresh data directory: `model` indexes, `cost` times queries.
 
@@ -279,12 +284,15 @@ def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None
         checkpoint(result)
         if naive:
             _naive(engine, queries, vectors, core_tops, embed_ms, result)
+        shared = export_shard(engine.pipeline.shard(USER), queries, vectors, workdir / f"peers-{size}") if peers else None
         if reindex:  # last: it renumbers the windows that core_tops and the naive design name
             result.reindex = _reindex(engine, timed)
     result.index_mb = dir_mb(home / "indexes")
     result.store_mb = round(dir_mb(home) - result.index_mb, 1)
     if probe and isinstance(model, SyntheticEmbedder):
         result.serving = serving_probe(home, queries[:50], seed)
+    if shared is not None:  # after the engine is closed and measured: the peers run alone
+        result.peers = run_peers(peers, shared, ours_of(result), LIMIT)
     result.load_avg = (round(result.load_avg[0], 2), round(os.getloadavg()[0], 2))
     return result
 
@@ -392,6 +400,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="the engine's summarizer for this run (default: its settings; 'none' skips day and conversation summaries)")
     add("--reindex", action="store_true", help="also time a reindex with the warm embedding cache")
     add("--no-naive", action="store_true")
+    add("--peers", default="", help="also build and serve these peers (benchmarks/peers/, e.g. lancedb,bm25s)")
     add("--no-probe", action="store_true", help="skip the fresh-process serving memory probe")
     add("--workdir", type=Path, default=None, help="parent of the data directories (default: temp)")
     add("--keep", action="store_true", help="keep the data directories (for profiling)")
@@ -421,6 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results.append(run_size(n, model=model, workdir=Path(tmp), cost=cost, n_queries=args.queries,  # type: ignore[arg-type]
                                     batch=args.batch, seed=args.seed, naive=not args.no_naive,
                                     probe=not args.no_probe, profile=args.profile, reindex=args.reindex,
+                                    peers=parse_names(args.peers),
                                     checkpoint=lambda r: _save({**report, "partial": asdict(r)}, args.json)))
             report["results"].append(asdict(results[-1]))
             _save(report, args.json)  # after each size: a long run that dies keeps what it measured
@@ -428,6 +438,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             report["overhead"] = over = measure_overhead(real, Path(tmp), args.overhead, args.seed)
             _save(report, args.json)
     print(table(results))
+    for r in (r for r in results if r.peers):
+        print(peer_table(r.size, ours_of(r), r.peers))
     if report["overhead"]:
         print(f"indexing overhead, {over['messages']} messages, MiniLM: pipeline {over['pipeline_s']} s vs raw embedding "
               f"of the {over['texts_embedded']} texts it embedded {over['raw_all_s']} s ({over['overhead_pct']:+.1f}%), "
