@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from benchmarks.peers import Searcher, load, parse_names
-from engine.evaluation.locomo import (Corpus, RunConfig, _groups, _latency, hit_coverage, open_corpus, run,
+from engine.evaluation.locomo import (Corpus, RunConfig, metric_groups, latency_summary, hit_coverage, open_corpus, run,
                                       score_question)
 from engine.query.search_types import SearchHit
 from engine.surfaces.serialize import to_jsonable
@@ -79,9 +79,9 @@ def run_peer(name: str, corpus: Corpus, vectors: dict[str, np.ndarray], turns: d
         coverage = hit_coverage(hits, corpus.turns, item.evidence)
         per_item.append((item.category, score_question(*coverage, item.evidence, config.ks)))
     disk = sum(p.stat().st_size for p in (workdir / name).rglob("*") if p.is_file())
-    return {"label": name, "groups": _groups(per_item), "latency_ms": _latency(total_ms), "cpu_ms": _latency(total_cpu),
-            "given_ms": _latency(search_ms), "given_cpu_ms": _latency(search_cpu), "build_s": round(build_s, 2),
-            "disk_mb": round(disk / 2**20, 2)}
+    return {"label": name, "groups": metric_groups(per_item), "latency_ms": latency_summary(total_ms),
+            "cpu_ms": latency_summary(total_cpu), "given_ms": latency_summary(search_ms),
+            "given_cpu_ms": latency_summary(search_cpu), "build_s": round(build_s, 2), "disk_mb": round(disk / 2**20, 2)}
 
 
 def _build(name: str, vectors: dict[str, np.ndarray], turns: dict[str, list[Turn]], folder: Path
@@ -127,8 +127,8 @@ def run_ours(corpus: Corpus, config: RunConfig, say: Callable[[str], None]) -> d
         del engine.search
     if given.groups != e2e.groups:
         say("warning: the engine ranked differently with the vectors given")
-    return {"groups": e2e.groups, "latency_ms": e2e.latency_ms, "cpu_ms": _latency(e2e_cpu),
-            "given_ms": given.latency_ms, "given_cpu_ms": _latency(cpu),
+    return {"groups": e2e.groups, "latency_ms": e2e.latency_ms, "cpu_ms": latency_summary(e2e_cpu),
+            "given_ms": given.latency_ms, "given_cpu_ms": latency_summary(cpu),
             "build_s": round(corpus.import_seconds + corpus.index_seconds, 2)}
 
 

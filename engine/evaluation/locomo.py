@@ -46,6 +46,7 @@ from indexers.embedders import Embedder
 __all__ = [
     "CATEGORIES", "ADVERSARIAL", "DEFAULT_KS", "QaItem", "EvidenceLog", "RunConfig", "Corpus", "RunResult",
     "open_corpus", "run", "hit_coverage", "score_question", "session_of", "parse_ks", "SUMMARY_SOURCES",
+    "metric_groups", "latency_summary",
 ]
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -331,13 +332,13 @@ def run(corpus: Corpus, config: RunConfig, *, progress: Callable[[str], None] | 
         coverage = hit_coverage(response.results, corpus.turns, item.evidence)
         per_item.append((item.category, score_question(*coverage, item.evidence, config.ks)))
     return RunResult(
-        config=config, label=label, groups=_groups(per_item), latency_ms=_latency(latencies),
+        config=config, label=label, groups=metric_groups(per_item), latency_ms=latency_summary(latencies),
         modes_used=dict(modes), notices=tuple(f"{n} x {text}" for text, n in notices.items()),
         corpus=_corpus_facts(corpus, default_fusion),
     )
 
 
-def _groups(per_item: Sequence[tuple[int, dict[str, dict[str, float]]]]) -> dict[str, dict[str, Any]]:
+def metric_groups(per_item: Sequence[tuple[int, dict[str, dict[str, float]]]]) -> dict[str, dict[str, Any]]:
     """overall (categories 1-4), each category, and adversarial apart; an empty group has no means."""
     members = {"overall": [s for c, s in per_item if c != ADVERSARIAL]}
     members.update({name: [s for c, s in per_item if c == number] for number, name in CATEGORIES.items()})
@@ -351,7 +352,8 @@ def _groups(per_item: Sequence[tuple[int, dict[str, dict[str, float]]]]) -> dict
     return groups
 
 
-def _latency(latencies: Sequence[float]) -> dict[str, float]:
+def latency_summary(latencies: Sequence[float]) -> dict[str, float]:
+    """How many searches, and their p50, p99 and mean in ms."""
     if not latencies:
         return {"searches": 0}
     return {"searches": len(latencies), "p50": round(percentile(latencies, 50), 2),
