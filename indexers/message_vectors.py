@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from engine.errors import IndexStateError
+from indexers.mapped import drop_pages
 
 __all__ = ["MessageVectors"]
 
@@ -50,6 +51,7 @@ class MessageVectors:
         if saved:
             at, rows = zip(*saved)
             out[list(at)] = self._saved[np.asarray(rows)]
+            drop_pages(getattr(self._saved, "_mmap", None))
         for i, m in enumerate(message_ids):
             if m in self._fresh:
                 out[i] = self._fresh[m]
