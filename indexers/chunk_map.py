@@ -2,17 +2,19 @@
 
 At a million messages the windows held as Python objects (text, ids, hashes, tuples) took about
 1.5 KB each, as much as the rest of the shard. Saved windows are therefore read from the version's
-uncompressed Arrow IPC file, memory-mapped: a search reads the few rows it cites, so the OS keeps
-only those pages resident. Windows added since the load (or the last save) live in a dict until the
-next save. Where each window lies (thread, first and last seq) is kept as numpy columns, so the
+uncompressed Arrow IPC file: it is memory-mapped to find its buffers, and a search reads the few
+windows it cites with `pread`, so no page of it stays in the process. Windows added since the load
+(or the last save) live in a dict until the next save. Where each window lies (thread, first and last seq) is kept as numpy columns, so the
 filters and the re-chunking of a thread's tail never build a Chunk per window.
 """
 
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator, MutableMapping
+import os
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +47,8 @@ Spans = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # labels, thread 
 class ChunkMap(MutableMapping[int, Chunk]):
     """label -> Chunk; the saved rows are read on demand, the fresh ones are objects."""
 
-    def __init__(self, fresh: dict[int, Chunk] | None = None, saved: pa.Table | None = None) -> None:
+    def __init__(self, fresh: dict[int, Chunk] | None = None, saved: pa.Table | None = None,
+                 source: "_Source | None" = None) -> None:
         self._fresh: dict[int, Chunk] = dict(fresh or {})
         self._batches: list[pa.RecordBatch] = [] if saved is None else saved.to_batches()
         sizes = [b.num_rows for b in self._batches]
@@ -53,8 +56,9 @@ class ChunkMap(MutableMapping[int, Chunk]):
         column = (lambda name: np.concatenate([b.column(name).to_numpy() for b in self._batches])
                   if self._batches else np.zeros(0, np.int64))
         labels = column("label")
-        self._order = np.argsort(labels, kind="stable")  # saved labels sorted, for lookups
-        self._sorted = labels[self._order]
+        self._row_of = _row_index(labels)
+        self._order = np.argsort(labels, kind="stable") if self._row_of is None else None
+        self._sorted = labels[self._order] if self._order is not None else None
         self._labels, self._from, self._to = labels, column("from_seq"), column("to_seq")
         self._alive = np.ones(len(labels), dtype=bool)
         self._threads: dict[str, int] = {}
@@ -62,7 +66,8 @@ class ChunkMap(MutableMapping[int, Chunk]):
             if self._batches else np.zeros(0, np.int32)
         self._count = len(labels)
         self._memo: dict[int, Chunk] = {}
-        self._readers: list[_BatchReader | None] = [None] * len(self._batches)
+        self._source = source or _Source()  # holds the chunk file open for the readers' pread
+        self._readers = [_BatchReader(batch, self._source) for batch in self._batches]
         self._mapping: mmap.mmap | None = None
         for chunk in self._fresh.values():
             self._threads.setdefault(chunk.thread_id, len(self._threads))
@@ -70,11 +75,12 @@ class ChunkMap(MutableMapping[int, Chunk]):
     @classmethod
     def open(cls, path: Path) -> "ChunkMap":
         """The windows of a saved chunk file, memory-mapped (raises OSError or ArrowException)."""
-        with open(path, "rb") as handle:
-            mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        loaded = cls(saved=pa.ipc.open_file(pa.py_buffer(mapping)).read_all())
+        handle = open(path, "rb")
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        whole = pa.py_buffer(mapping)
+        loaded = cls(saved=pa.ipc.open_file(whole).read_all(), source=_Source(handle, whole.address))
         loaded._mapping = mapping
-        drop_pages(mapping)  # building the spans read whole columns
+        drop_pages(mapping)  # building the spans and readers read whole columns; searches use pread
         return loaded
 
     def _codes(self, threads: pa.Array) -> np.ndarray:
@@ -86,11 +92,12 @@ class ChunkMap(MutableMapping[int, Chunk]):
     # Mapping --------------------------------------------------------------------------------
     def _row(self, label: int) -> int:
         """The saved row of a live saved label, or -1."""
-        at = int(np.searchsorted(self._sorted, label))
-        if at < len(self._sorted) and self._sorted[at] == label:
-            row = int(self._order[at])
-            return row if self._alive[row] else -1
-        return -1
+        if self._row_of is not None:
+            row = int(self._row_of[label]) if 0 <= label < len(self._row_of) else -1
+        else:  # sparse labels: a binary search
+            at = int(np.searchsorted(self._sorted, label))
+            row = int(self._order[at]) if at < len(self._sorted) and self._sorted[at] == label else -1
+        return row if row >= 0 and self._alive[row] else -1
 
     def __getitem__(self, label: int) -> Chunk:
         found = self._fresh.get(label)
@@ -105,13 +112,10 @@ class ChunkMap(MutableMapping[int, Chunk]):
         if len(self._memo) >= _MEMO:
             self._memo.clear()
         found = self._memo[int(label)] = self._read(row)
-        drop_pages(self._mapping)
         return found
 
     def _read(self, row: int) -> Chunk:
         batch_no = int(np.searchsorted(self._starts, row, side="right")) - 1
-        if self._readers[batch_no] is None:
-            self._readers[batch_no] = _BatchReader(self._batches[batch_no])
         return self._readers[batch_no].chunk(row - int(self._starts[batch_no]))
 
     def __contains__(self, label: object) -> bool:
@@ -185,29 +189,59 @@ class ChunkMap(MutableMapping[int, Chunk]):
             yield pa.RecordBatch.from_pydict(columns, schema=CHUNK_SCHEMA)
 
 
-class _BatchReader:
-    """One row of a record batch as a Chunk, straight from its buffers (pyarrow scalars cost ~50 us
-    a window, this ~10: a search reads a few dozen windows)."""
+def _row_index(labels: np.ndarray) -> np.ndarray | None:
+    """label -> saved row (-1: none) as a dense int32 array: a shard hands labels out consecutively
+    from 0, so it is about as long as the number of windows (4 bytes each) and a lookup is one
+    index, not a binary search. None when the labels are too sparse for that."""
+    if len(labels) and int(labels.max()) > 4 * len(labels) + 65_536:
+        return None
+    index = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, dtype=np.int32)
+    index[labels] = np.arange(len(labels), dtype=np.int32)
+    return index
 
-    def __init__(self, batch: pa.RecordBatch) -> None:
-        self.columns = {name: batch.column(name) for name in _FIELDS}
-        self.ints = {name: self.columns[name].to_numpy() for name in ("from_seq", "to_seq", "n_tokens", "part")}
-        self.strings = {name: _Strings(self.columns[name]) for name in ("chunk_id", "thread_id", "text", "content_hash")}
-        self.lists = {name: _offsets(self.columns[name]) for name in _TUPLES}
-        self.ids = _Strings(self.columns["message_ids"].values)
-        self.seqs = self.columns["message_seqs"].values.to_numpy()
-        self.ends = self.columns["line_ends"].values.to_numpy()
+
+class _BatchReader:
+    """One row of a record batch as a Chunk. Offsets and small integers are copied into memory
+    (~55 bytes a window); texts, ids and seq lists are read with `pread` from the chunk file, so
+    no page of it is mapped into the process by a search (mapping a page of a freshly written
+    file maps its whole large folio: ~100 us and up to 2 MB per window read)."""
+
+    def __init__(self, batch: pa.RecordBatch, source: "_Source") -> None:
+        column = batch.column
+        self.ints = {name: np.array(column(name).to_numpy()) for name in ("from_seq", "to_seq", "n_tokens", "part")}
+        self.strings = {name: _Strings(column(name), source) for name in ("chunk_id", "thread_id", "text", "content_hash")}
+        self.lists = {name: np.array(_offsets(column(name))) for name in _TUPLES}
+        self.ids = _Strings(column("message_ids").values, source)
+        self.seqs = _Int64s(column("message_seqs").values, source)
+        self.ends = _Int64s(column("line_ends").values, source)
 
     def chunk(self, i: int) -> Chunk:
         ids, seqs, ends = ((int(o[i]), int(o[i + 1])) for o in (self.lists[n] for n in _TUPLES))
         return Chunk(
             chunk_id=self.strings["chunk_id"][i], thread_id=self.strings["thread_id"][i],
             from_seq=int(self.ints["from_seq"][i]), to_seq=int(self.ints["to_seq"][i]),
-            message_ids=tuple(self.ids[j] for j in range(*ids)), message_seqs=tuple(self.seqs[seqs[0]:seqs[1]].tolist()),
+            message_ids=self.ids.run(*ids), message_seqs=self.seqs.run(*seqs),
             text=self.strings["text"][i], content_hash=self.strings["content_hash"][i],
-            n_tokens=int(self.ints["n_tokens"][i]), part=int(self.ints["part"][i]),
-            line_ends=tuple(self.ends[ends[0]:ends[1]].tolist()),
+            n_tokens=int(self.ints["n_tokens"][i]), part=int(self.ints["part"][i]), line_ends=self.ends.run(*ends),
         )
+
+
+class _Source:
+    """Reads byte ranges of Arrow buffers: with `pread` when they lie in the mapped chunk file,
+    else (a table in memory: an older Parquet shard) from the buffer itself."""
+
+    def __init__(self, file: BinaryIO | None = None, base: int = 0) -> None:
+        self.fd, self.base = (file.fileno() if file is not None else None), base
+        self.file = file  # kept open as long as the readers
+
+    def reader(self, buffer: pa.Buffer | None) -> Callable[[int, int], bytes]:
+        if buffer is None:
+            return lambda a, b: b""
+        if self.fd is None:
+            view = memoryview(buffer)
+            return lambda a, b: bytes(view[a:b])
+        fd, at = self.fd, buffer.address - self.base
+        return lambda a, b: os.pread(fd, b - a, at + a)
 
 
 def _offsets(array: pa.Array) -> np.ndarray:
@@ -216,11 +250,26 @@ def _offsets(array: pa.Array) -> np.ndarray:
 
 
 class _Strings:
-    def __init__(self, array: pa.Array) -> None:
-        self.offsets, self.data = _offsets(array), memoryview(array.buffers()[2] or b"")
+    def __init__(self, array: pa.Array, source: _Source) -> None:
+        self.offsets, self.read = np.array(_offsets(array)), source.reader(array.buffers()[2])
 
     def __getitem__(self, i: int) -> str:
-        return str(self.data[int(self.offsets[i]):int(self.offsets[i + 1])], "utf-8")
+        return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
+
+    def run(self, first: int, stop: int) -> tuple[str, ...]:
+        """Strings first..stop-1, read in one go."""
+        ends = self.offsets[first:stop + 1].tolist()
+        data = self.read(ends[0], ends[-1])
+        return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
+
+
+class _Int64s:
+    def __init__(self, array: pa.Array, source: _Source) -> None:
+        self.offset, self.read = array.offset, source.reader(array.buffers()[1])
+
+    def run(self, first: int, stop: int) -> tuple[int, ...]:
+        data = self.read(8 * (self.offset + first), 8 * (self.offset + stop))
+        return tuple(np.frombuffer(data, dtype=np.int64).tolist())
 
 
 def write_chunks(chunks: ChunkMap, has_vector: set[int], path: Path) -> None:

@@ -1,4 +1,11 @@
-"""Memory-mapped arrays that stay out of the resident set after a pass over all of them."""
+"""Memory-mapped files whose pages stay out of the process after a pass over all of them.
+
+Why: a load that checks every posting, or builds columns from a whole file, faults the file in,
+and the pages then count as the process's resident memory though a search reads few of them (a
+freshly written file sits in the page cache in large folios, so even one read maps up to 2 MB).
+Dropping them changes nothing but what the process holds: the page cache keeps them, the next
+read maps them back, and readers at the same time just fault them in again (clean file pages).
+"""
 
 from __future__ import annotations
 
@@ -9,24 +16,15 @@ import numpy as np
 __all__ = ["release", "drop_pages"]
 
 
-def release(*arrays: np.ndarray) -> None:
-    """Drop the pages of these memory-mapped arrays from this process's resident memory.
-
-    Why: a load checks every posting (or reads every label), which faults the whole file in; the
-    pages then count as resident though a search reads few of them. The page cache keeps them and
-    the next read maps them back, so nothing changes but what the process holds. Arrays that are
-    not memory-mapped are left alone."""
-    for array in arrays:
-        mapping = getattr(array, "_mmap", None)  # numpy.memmap and its views
-        if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-            mapping.madvise(mmap.MADV_DONTNEED)
-
-
 def drop_pages(mapping: mmap.mmap | None) -> None:
-    """Unmap the resident pages of a read-only file mapping (the next read maps them back from
-    the page cache). Why after every read of a few rows: the page cache holds a freshly written
-    file in large folios, and a fault maps a whole folio (up to 2 MB) for one 768-byte row, so
-    without this a few searches made most of the file resident in the process. Safe with
-    concurrent readers: the pages are clean and file-backed, a reader faults them in again."""
+    """Unmap the resident pages of a read-only file mapping."""
     if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
         mapping.madvise(mmap.MADV_DONTNEED)
+
+
+def release(*arrays: np.ndarray) -> None:
+    """`drop_pages` for memory-mapped numpy arrays (np.load(mmap_mode=...)); others are left alone."""
+    for array in arrays:
+        mapping = getattr(array, "_mmap", None)  # numpy.memmap and its views
+        if isinstance(mapping, mmap.mmap):
+            drop_pages(mapping)

@@ -64,3 +64,11 @@ def test_large_files_are_written_in_batches(tmp_path: Path) -> None:
     assert loaded[69_999] == chunks[69_999] and loaded[65_536] == chunks[65_536]
     table = read_chunk_columns(tmp_path, ["label"])
     assert np.array_equal(table.column("label").to_numpy(), np.arange(70_000))
+
+
+def test_sparse_labels_are_found_too(tmp_path: Path) -> None:
+    chunks = {label: _chunk(i) for i, label in enumerate([3, 10**9, 2**40])}
+    write_chunks(ChunkMap(chunks), set(), tmp_path / CHUNK_FILE)
+    loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
+    assert all(loaded[label] == chunk for label, chunk in chunks.items())
+    assert 4 not in loaded and sorted(loaded) == sorted(chunks)
