@@ -179,6 +179,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
                 kept = batch.filter(pa.array(alive)).drop_columns(["has_vector"])
                 vector = np.isin(kept.column("label").to_numpy(), flags)
                 yield pa.RecordBatch.from_arrays([*kept.columns, pa.array(vector)], schema=CHUNK_SCHEMA)
+                drop_pages(self._mapping)  # a save reads every saved window: keep one batch resident at most
         items = sorted(self._fresh.items())
         for start in range(0, len(items), _BATCH):
             part = items[start:start + _BATCH]
