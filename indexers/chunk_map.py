@@ -49,7 +49,13 @@ class ChunkMap(MutableMapping[int, Chunk]):
 
     def __init__(self, fresh: dict[int, Chunk] | None = None, saved: pa.Table | None = None,
                  source: "_Source | None" = None) -> None:
-        self._fresh: dict[int, Chunk] = dict(fresh or {})
+        self._fresh: dict[int, Chunk] = {}
+        # the fresh windows' spans, appended as they come (a row per put; replaced ones marked dead),
+        # so `spans` after each ingest costs array copies, not a pass over every fresh object
+        self._fresh_spans = np.zeros((0, 4), dtype=np.int64)  # label, thread code, from_seq, to_seq
+        self._fresh_live = np.zeros(0, dtype=bool)
+        self._fresh_at: dict[int, int] = {}  # fresh label -> its row in _fresh_spans
+        self._fresh_n = 0
         self._batches: list[pa.RecordBatch] = [] if saved is None else saved.to_batches()
         sizes = [b.num_rows for b in self._batches]
         self._starts = np.cumsum([0, *sizes])[:-1].astype(np.int64)
@@ -69,8 +75,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         self._source = source or _Source()  # holds the chunk file open for the readers' pread
         self._readers = [_BatchReader(batch, self._source) for batch in self._batches]
         self._mapping: mmap.mmap | None = None
-        for chunk in self._fresh.values():
-            self._threads.setdefault(chunk.thread_id, len(self._threads))
+        self.update(fresh or {})
 
     @classmethod
     def open(cls, path: Path) -> "ChunkMap":
@@ -124,13 +129,29 @@ class ChunkMap(MutableMapping[int, Chunk]):
         return isinstance(label, (int, np.integer)) and self._row(int(label)) >= 0
 
     def __setitem__(self, label: int, chunk: Chunk) -> None:
+        label = int(label)
         self._drop_saved(label)
-        self._fresh[int(label)] = chunk
-        self._threads.setdefault(chunk.thread_id, len(self._threads))
+        self._drop_fresh(label)
+        self._fresh[label] = chunk
+        code = self._threads.setdefault(chunk.thread_id, len(self._threads))
+        if self._fresh_n == len(self._fresh_live):  # grow geometrically: amortised O(1) a put
+            grown = max(1024, 2 * self._fresh_n)
+            self._fresh_spans = np.resize(self._fresh_spans, (grown, 4))
+            self._fresh_live = np.concatenate((self._fresh_live, np.zeros(grown - self._fresh_n, dtype=bool)))
+        self._fresh_spans[self._fresh_n] = (label, code, chunk.from_seq, chunk.to_seq)
+        self._fresh_live[self._fresh_n] = True
+        self._fresh_at[label] = self._fresh_n
+        self._fresh_n += 1
 
     def __delitem__(self, label: int) -> None:
-        if self._fresh.pop(label, None) is None and not self._drop_saved(label):
+        if not self._drop_fresh(label) and not self._drop_saved(label):
             raise KeyError(label)
+
+    def _drop_fresh(self, label: object) -> bool:
+        if self._fresh.pop(label, None) is None:  # type: ignore[call-overload]
+            return False
+        self._fresh_live[self._fresh_at.pop(label)] = False  # type: ignore[call-overload]
+        return True
 
     def _drop_saved(self, label: int) -> bool:
         row = self._row(int(label)) if isinstance(label, (int, np.integer)) else -1
@@ -161,12 +182,11 @@ class ChunkMap(MutableMapping[int, Chunk]):
 
     def spans(self) -> Spans:
         """Labels, thread codes, first and last seq of every window, by ascending label."""
-        fresh = sorted(self._fresh.items())
-        labels = np.concatenate((self._labels[self._alive], np.array([k for k, _ in fresh], dtype=np.int64)))
-        codes = np.concatenate((self._thread_codes[self._alive],
-                                np.array([self._threads[c.thread_id] for _, c in fresh], dtype=np.int32)))
-        lows = np.concatenate((self._from[self._alive], np.array([c.from_seq for _, c in fresh], dtype=np.int64)))
-        highs = np.concatenate((self._to[self._alive], np.array([c.to_seq for _, c in fresh], dtype=np.int64)))
+        fresh = self._fresh_spans[:self._fresh_n][self._fresh_live[:self._fresh_n]]
+        labels = np.concatenate((self._labels[self._alive], fresh[:, 0]))
+        codes = np.concatenate((self._thread_codes[self._alive], fresh[:, 1].astype(np.int32)))
+        lows = np.concatenate((self._from[self._alive], fresh[:, 2]))
+        highs = np.concatenate((self._to[self._alive], fresh[:, 3]))
         order = np.argsort(labels, kind="stable")
         return labels[order], codes[order], lows[order], highs[order]
 
