@@ -40,6 +40,7 @@ import numpy as np
 
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
+from indexers.mapped import release
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
 __all__ = ["Bm25Params", "Bm25Index"]
@@ -363,6 +364,7 @@ class Bm25Index:
         seg = Segment(arrays["terms"], arrays["ptr"], arrays["docs"], arrays["tfs"])
         index._segments = [seg] if seg.size else []
         index._increasing = bool(np.all(np.diff(index._labels) > 0))
+        release(*(arrays[name] for name in _MMAPPED))  # the checks read every posting
         return index
 
     def _compact(self) -> None:

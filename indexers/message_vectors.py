@@ -3,19 +3,21 @@
 Windows give recall (context helps the embedding), but a window of four turns must still name
 the one turn that answers: comparing the query with each turn's own vector does that. Stored as
 float16 (half the memory; cosine changes by < 1e-3), saved as an .npy matrix and its ids.
-A loaded matrix stays memory-mapped (a search reads the few rows it cites, so the OS keeps only
-those pages); vectors put since the load live in memory until the next save.
+A loaded matrix stays on disk: a search reads the few rows it cites with `pread` (no page enters
+the process); vectors put since the load live in memory until the next save.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
 from engine.errors import IndexStateError
+from indexers.mapped import release
 
 __all__ = ["MessageVectors"]
 
@@ -26,6 +28,7 @@ class MessageVectors:
         self._saved = np.zeros((0, dim), dtype=np.float16)  # memory-mapped once loaded
         self._row: dict[str, int] = {}  # message id -> row of _saved
         self._fresh: dict[str, np.ndarray] = {}  # put since the load (never also in _row)
+        self._file: BinaryIO | None = None  # the saved matrix's file, for pread
 
     def __contains__(self, message_id: object) -> bool:
         return message_id in self._fresh or message_id in self._row
@@ -49,11 +52,24 @@ class MessageVectors:
         saved = [(i, self._row[m]) for i, m in enumerate(message_ids) if m in self._row]
         if saved:
             at, rows = zip(*saved)
-            out[list(at)] = self._saved[np.asarray(rows)]
+            out[list(at)] = self._saved_rows(np.asarray(rows))
         for i, m in enumerate(message_ids):
             if m in self._fresh:
                 out[i] = self._fresh[m]
         return out
+
+    def _saved_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Rows of the saved matrix: a few (a search's) by `pread`, so no page of the file is mapped
+        into the process (one mapped row of a freshly written file maps its whole large folio);
+        many (a save) through the mapping, whose pages are dropped after."""
+        matrix = self._saved
+        if self._file is None or len(rows) > 256:
+            found = np.asarray(matrix[rows])
+            release(matrix)
+            return found
+        size, start, fd = matrix.itemsize * self.dim, matrix.offset, self._file.fileno()
+        data = b"".join(os.pread(fd, size, start + size * row) for row in rows.tolist())
+        return np.frombuffer(data, dtype=matrix.dtype).reshape(len(rows), self.dim)
 
     def similarities(self, message_ids: Sequence[str], query: np.ndarray) -> np.ndarray:
         """Cosine of each message with the (normalised) query; NaN where a message has no vector."""
@@ -82,4 +98,6 @@ class MessageVectors:
         if len(ids) != len(matrix) or (len(ids) and matrix.shape[1:] != (dim,)):
             raise IndexStateError(f"message vectors in {directory} do not match their ids: run `convsearch reindex`")
         loaded._saved, loaded._row = matrix, {m: i for i, m in enumerate(ids)}
+        if isinstance(matrix, np.memmap) and matrix.flags.c_contiguous:
+            loaded._file = open(directory / "vectors.npy", "rb")
         return loaded

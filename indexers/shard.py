@@ -3,7 +3,7 @@
 Layout (per user, so a query can only touch its own user's data and shards can move):
 
     <root>/<user-slug>/CURRENT           name of the live version, replaced atomically
-    <root>/<user-slug>/v000042/          manifest.json, chunks.parquet, bm25/, hnsw/
+    <root>/<user-slug>/v000042/          manifest.json, chunks.arrow, bm25/, hnsw/, message_vectors/
 
 A save writes a complete new version and then flips CURRENT with one rename: a crash at any
 moment leaves the old version or the new one live, never a mix. Old versions are removed after.
@@ -22,10 +22,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine.errors import IndexStateError
 from indexers.bm25 import Bm25Index
+from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, read_old_chunks, write_chunks
 from indexers.chunking import Chunk
 from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
@@ -34,14 +34,6 @@ from indexers.message_table import MessageTable
 from indexers.message_vectors import MessageVectors
 
 __all__ = ["Shard", "shard_dir", "current_version_dir", "flip_pointer"]
-
-_CHUNK_SCHEMA = pa.schema([
-    ("label", pa.int64()), ("chunk_id", pa.string()), ("thread_id", pa.string()),
-    ("from_seq", pa.int64()), ("to_seq", pa.int64()), ("message_ids", pa.list_(pa.string())),
-    ("message_seqs", pa.list_(pa.int64())), ("text", pa.string()), ("content_hash", pa.string()),
-    ("n_tokens", pa.int32()), ("part", pa.int32()), ("line_ends", pa.list_(pa.int64())), ("has_vector", pa.bool_()),
-])
-
 
 def shard_dir(root: Path, user_id: str) -> Path:
     """A filesystem-safe, collision-free directory name for any user id."""
@@ -60,13 +52,13 @@ class Shard:
     """In-memory indexes of one user; `lock` serialises writers against readers."""
 
     def __init__(self, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index,
-                 hnsw: HnswIndex | None, chunks: dict[int, Chunk], has_vector: set[int],
+                 hnsw: HnswIndex | None, chunks: dict[int, Chunk] | ChunkMap, has_vector: set[int],
                  message_vectors: MessageVectors | None = None, messages: MessageTable | None = None) -> None:
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.bm25 = bm25
         self.hnsw = hnsw
-        self.chunks = chunks
+        self.chunks = chunks if isinstance(chunks, ChunkMap) else ChunkMap(chunks)
         self.has_vector = has_vector
         self.message_vectors = message_vectors or MessageVectors(manifest.spec.dim)
         # what search hits show of each message; the pipeline fills it from the store, it is never saved
@@ -111,7 +103,7 @@ class Shard:
         if self.hnsw is not None:
             self.hnsw.remove([x for x in doomed if x in self.has_vector])
         for label in doomed:
-            self.chunks.pop(label)
+            del self.chunks[label]
             self.has_vector.discard(label)
             self._line_tokens.pop(label, None)
         self._arrays = None
@@ -129,7 +121,7 @@ class Shard:
             return False
         try:
             saved = Manifest.load(version / "manifest.json")
-            table = pq.read_table(version / "chunks.parquet", columns=["label", "chunk_id", "has_vector"])
+            table = read_chunk_columns(version, ["label", "chunk_id", "has_vector"])
             label_of = dict(zip(table.column("chunk_id").to_pylist(), table.column("label").to_pylist()))
             if ((saved.spec.model, saved.spec.dim) != (self.manifest.spec.model, self.manifest.spec.dim)
                     or not all(table.column("has_vector").to_pylist()) or len(label_of) != len(self.chunks)
@@ -145,7 +137,7 @@ class Shard:
             return False
         mapping = {label: label_of[c.chunk_id] for label, c in self.chunks.items()}
         self.bm25.relabel(mapping)
-        self.chunks = {mapping[label]: c for label, c in self.chunks.items()}
+        self.chunks = ChunkMap({mapping[label]: c for label, c in self.chunks.items()})
         self.has_vector, self.hnsw, self.message_vectors = set(self.chunks), hnsw, vectors
         self._arrays, self._pending = None, None
         self._line_tokens.clear()
@@ -154,11 +146,15 @@ class Shard:
 
     # Reads ----------------------------------------------------------------------------------
     def labels_where(self, thread_id: str, *, from_seq_at_least: int) -> list[int]:
-        return [label for label, c in self.chunks.items() if c.thread_id == thread_id and c.from_seq >= from_seq_at_least]
+        labels, threads, lows, _ = self._chunk_arrays()
+        return labels[(threads == self.chunks.thread_code(thread_id)) & (lows >= from_seq_at_least)].tolist()
 
     def labels_touching(self, thread_id: str, seqs: set[int]) -> list[int]:
-        return [label for label, c in self.chunks.items()
-                if c.thread_id == thread_id and not seqs.isdisjoint(c.message_seqs)]
+        if not seqs:
+            return []
+        labels, threads, lows, highs = self._chunk_arrays()
+        near = labels[(threads == self.chunks.thread_code(thread_id)) & (lows <= max(seqs)) & (highs >= min(seqs))]
+        return [label for label in near.tolist() if not seqs.isdisjoint(self.chunks[label].message_seqs)]
 
     def without_vectors(self) -> list[int]:
         return sorted(set(self.chunks) - self.has_vector)
@@ -191,18 +187,13 @@ class Shard:
         labels, threads, lows, highs = self._chunk_arrays()
         keep = np.zeros(len(labels), dtype=bool)
         for thread_id, (lo, hi) in intervals.items():
-            keep |= (threads == thread_id) & (lows <= hi) & (highs >= lo)
+            keep |= (threads == self.chunks.thread_code(thread_id)) & (lows <= hi) & (highs >= lo)
         return labels[keep]
 
     def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
+        """Labels, thread codes, first and last seqs of the windows (cached until a change)."""
         if self._arrays is None:
-            items = sorted(self.chunks.items())
-            self._arrays = (
-                np.array([k for k, _ in items], dtype=np.int64),
-                np.array([c.thread_id for _, c in items], dtype=object),
-                np.array([c.from_seq for _, c in items], dtype=np.int64),
-                np.array([c.to_seq for _, c in items], dtype=np.int64),
-            )
+            self._arrays = self.chunks.spans()
         return self._arrays
 
     # Persistence ----------------------------------------------------------------------------
@@ -222,7 +213,7 @@ class Shard:
             if self.hnsw is not None:
                 self.hnsw.save(staging / "hnsw")
                 self.message_vectors.save(staging / "message_vectors")
-            pq.write_table(self._chunk_table(), staging / "chunks.parquet")
+            write_chunks(self.chunks, self.has_vector, staging / CHUNK_FILE)
             self.manifest.save(staging / "manifest.json")
             _fsync_tree(staging)
             # a crash between this rename and the flip leaves `final` complete but not live: replace it
@@ -233,19 +224,16 @@ class Shard:
                 if old.is_dir() and old.name != final.name:
                     shutil.rmtree(old, ignore_errors=True)
             self.saved_changes = changes
+            self._map_saved(final)
             return final
 
-    def _chunk_table(self) -> pa.Table:
-        items = sorted(self.chunks.items())
-        return pa.table({
-            "label": [k for k, _ in items], "chunk_id": [c.chunk_id for _, c in items],
-            "thread_id": [c.thread_id for _, c in items], "from_seq": [c.from_seq for _, c in items],
-            "to_seq": [c.to_seq for _, c in items], "message_ids": [list(c.message_ids) for _, c in items],
-            "message_seqs": [list(c.message_seqs) for _, c in items], "text": [c.text for _, c in items],
-            "content_hash": [c.content_hash for _, c in items], "n_tokens": [c.n_tokens for _, c in items],
-            "part": [c.part for _, c in items], "line_ends": [list(c.line_ends) for _, c in items],
-            "has_vector": [k in self.has_vector for k, _ in items],
-        }, schema=_CHUNK_SCHEMA)
+    def _map_saved(self, version: Path) -> None:
+        """Serve the windows and message vectors from the files just written (memory-mapped), so
+        what was added since the load stops taking memory; the contents are the same."""
+        self.chunks = ChunkMap.open(version / CHUNK_FILE)
+        self._arrays = None
+        if self.hnsw is not None:
+            self.message_vectors = MessageVectors.load(version / "message_vectors", self.manifest.spec.dim)
 
     @classmethod
     def load(cls, root: Path, user_id: str, tokenizer: LexicalTokenizer, *, ef: int | None = None,
@@ -260,7 +248,7 @@ class Shard:
                 f"run `convsearch reindex --user {user_id}` (or `convsearch doctor --repair`)"
             )
         manifest = Manifest.load(version / "manifest.json")
-        chunks, has_vector = _read_chunks(version / "chunks.parquet", user_id)
+        chunks, has_vector = _read_chunks(version, user_id)
         hnsw, message_vectors = None, None
         if with_vectors and manifest.spec.model is not None:
             hnsw = HnswIndex.load(version / "hnsw", ef=ef)
@@ -274,23 +262,16 @@ class Shard:
         return cls(manifest, tokenizer, bm25, HnswIndex(hnsw_params) if hnsw_params else None, {}, set())
 
 
-def _read_chunks(path: Path, user_id: str) -> tuple[dict[int, Chunk], set[int]]:
+def _read_chunks(version: Path, user_id: str) -> tuple[ChunkMap, set[int]]:
+    """The version's windows (memory-mapped) and the labels of those with a vector."""
     try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
+        old = read_old_chunks(version)
+        chunks = ChunkMap.open(version / CHUNK_FILE) if old is None else ChunkMap(saved=old)
+    except (OSError, ValueError, pa.ArrowException) as exc:  # ValueError: an empty file cannot be mapped
         raise IndexStateError(
             f"the chunk table of user {user_id!r} is unreadable ({exc}): run `convsearch reindex --user {user_id}`"
         ) from None
-    chunks: dict[int, Chunk] = {}
-    has_vector: set[int] = set()
-    for row in table.to_pylist():
-        label = row.pop("label")
-        if row.pop("has_vector"):
-            has_vector.add(label)
-        for name in ("message_ids", "message_seqs", "line_ends"):
-            row[name] = tuple(row[name])
-        chunks[label] = Chunk(**row)
-    return chunks, has_vector
+    return chunks, set(chunks.saved_flagged())
 
 
 def _flip_pointer(pointer: Path, target: str) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from engine.errors import IndexStateError, InvalidInputError
+from indexers.chunk_map import read_chunk_columns
 from indexers.manifest import Manifest
 from indexers.shard import Shard, current_version_dir, flip_pointer, shard_dir
 
@@ -103,7 +103,7 @@ class ShardStorage:
                 if version is None:
                     return None
                 manifest = Manifest.load(version / "manifest.json")
-                flags = pq.read_table(version / "chunks.parquet", columns=["has_vector"])
+                flags = read_chunk_columns(version, ["has_vector"])
             else:
                 name = self._pointer(slug)
                 if name is None:
@@ -111,7 +111,7 @@ class ShardStorage:
                 where = f"{self.base}/{slug}/{name}"
                 with self.fs.open_input_stream(f"{where}/manifest.json") as stream:
                     manifest = Manifest.from_json(stream.read().decode("utf-8"), f"{self.location} {where}")
-                flags = pq.read_table(f"{where}/chunks.parquet", columns=["has_vector"], filesystem=self.fs)
+                flags = read_chunk_columns(where, ["has_vector"], self.fs)
         except (OSError, pa.ArrowInvalid):
             return None  # unreadable: the job rebuilds it
         except IndexStateError:

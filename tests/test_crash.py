@@ -241,7 +241,7 @@ FAULTS: dict[str, tuple[Callable[[ConversationEngine], object], str]] = {
     "file deleted in the live version": (lambda e: (_live(e) / "bm25" / "docs.npy").unlink(), "index_unreadable"),
     "vector labels deleted": (lambda e: (_live(e) / "hnsw" / "labels.npy").unlink(), "index_unreadable"),
     "corrupt manifest": (lambda e: (_live(e) / "manifest.json").write_text("{not json"), "index_unreadable"),
-    "truncated chunk table": (lambda e: os.truncate(_live(e) / "chunks.parquet", 64), "index_unreadable"),
+    "truncated chunk table": (lambda e: os.truncate(_live(e) / "chunks.arrow", 64), "index_unreadable"),
     "pointer to a missing version": (lambda e: (_live(e).parent / "CURRENT").write_text("v999999"), "index_pointer"),
     "garbage pointer": (lambda e: (_live(e).parent / "CURRENT").write_text("../../etc"), "index_pointer"),
     "crash leftovers": (_leftovers, "index_leftovers"),

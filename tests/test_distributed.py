@@ -16,7 +16,6 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install 'convsearch[ray]'` (make test installs it)")
@@ -24,6 +23,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install 'con
 from engine.api import ConversationEngine  # noqa: E402
 from engine.surfaces.cli import main  # noqa: E402
 from engine.errors import ReindexIncompleteError  # noqa: E402
+from indexers.chunk_map import CHUNK_SCHEMA, read_chunk_columns  # noqa: E402
 from indexers.distributed import RayOptions, reindex_on_ray  # noqa: E402
 from indexers.shard import current_version_dir  # noqa: E402
 from indexers.shard_storage import ShardStorage  # noqa: E402
@@ -89,7 +89,7 @@ def test_ray_reindex_equals_the_single_process_one(tmp_path: Path, local_ray: No
     for user in USERS:
         single, distributed = (tmp_path / name / "indexes" for name in ("single", "ray"))
         assert manifest_of(distributed, user) == manifest_of(single, user)
-        chunks = [pq.read_table(current_version_dir(root, user) / "chunks.parquet") for root in (single, distributed)]
+        chunks = [read_chunk_columns(current_version_dir(root, user), list(CHUNK_SCHEMA.names)) for root in (single, distributed)]
         assert chunks[0].equals(chunks[1])
 
 

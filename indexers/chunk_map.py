@@ -1,0 +1,319 @@
+"""The windows of one shard by label: saved ones stay in a memory-mapped Arrow file.
+
+At a million messages the windows held as Python objects (text, ids, hashes, tuples) took about
+1.5 KB each, as much as the rest of the shard. Saved windows are therefore read from the version's
+uncompressed Arrow IPC file: it is memory-mapped to find its buffers, and a search reads the few
+windows it cites with `pread`, so no page of it stays in the process. Windows added since the load
+(or the last save) live in a dict until the next save. Where each window lies (thread, first and last seq) is kept as numpy columns, so the
+filters and the re-chunking of a thread's tail never build a Chunk per window.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Callable, Iterator, MutableMapping
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from indexers.chunking import Chunk
+from indexers.mapped import drop_pages
+
+__all__ = ["CHUNK_SCHEMA", "CHUNK_FILE", "ChunkMap", "Spans", "write_chunks", "read_chunk_columns"]
+
+CHUNK_FILE = "chunks.arrow"
+_OLD_CHUNK_FILE = "chunks.parquet"  # shards saved before the chunk file was memory-mapped
+
+CHUNK_SCHEMA = pa.schema([
+    ("label", pa.int64()), ("chunk_id", pa.string()), ("thread_id", pa.string()),
+    ("from_seq", pa.int64()), ("to_seq", pa.int64()), ("message_ids", pa.list_(pa.string())),
+    ("message_seqs", pa.list_(pa.int64())), ("text", pa.string()), ("content_hash", pa.string()),
+    ("n_tokens", pa.int32()), ("part", pa.int32()), ("line_ends", pa.list_(pa.int64())), ("has_vector", pa.bool_()),
+])
+_FIELDS = ("chunk_id", "thread_id", "from_seq", "to_seq", "message_ids", "message_seqs", "text", "content_hash",
+           "n_tokens", "part", "line_ends")
+_TUPLES = ("message_ids", "message_seqs", "line_ends")
+_BATCH = 65_536  # rows per record batch: string offsets stay 32-bit at any size
+_MEMO = 4096  # saved windows kept as objects once read (the hot ones of recent searches)
+
+Spans = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # labels, thread codes, from_seq, to_seq
+
+
+class ChunkMap(MutableMapping[int, Chunk]):
+    """label -> Chunk; the saved rows are read on demand, the fresh ones are objects."""
+
+    def __init__(self, fresh: dict[int, Chunk] | None = None, saved: pa.Table | None = None,
+                 source: "_Source | None" = None) -> None:
+        self._fresh: dict[int, Chunk] = {}
+        # the fresh windows' spans, appended as they come (a row per put; replaced ones marked dead),
+        # so `spans` after each ingest costs array copies, not a pass over every fresh object
+        self._fresh_spans = np.zeros((0, 4), dtype=np.int64)  # label, thread code, from_seq, to_seq
+        self._fresh_live = np.zeros(0, dtype=bool)
+        self._fresh_at: dict[int, int] = {}  # fresh label -> its row in _fresh_spans
+        self._fresh_n = 0
+        self._batches: list[pa.RecordBatch] = [] if saved is None else saved.to_batches()
+        sizes = [b.num_rows for b in self._batches]
+        self._starts = np.cumsum([0, *sizes])[:-1].astype(np.int64)
+        column = (lambda name: np.concatenate([b.column(name).to_numpy() for b in self._batches])
+                  if self._batches else np.zeros(0, np.int64))
+        labels = column("label")
+        self._row_of = _row_index(labels)
+        self._order = np.argsort(labels, kind="stable") if self._row_of is None else None
+        self._sorted = labels[self._order] if self._order is not None else None
+        self._labels, self._from, self._to = labels, column("from_seq"), column("to_seq")
+        self._alive = np.ones(len(labels), dtype=bool)
+        self._threads: dict[str, int] = {}
+        self._thread_codes = np.concatenate([self._codes(b.column("thread_id")) for b in self._batches]) \
+            if self._batches else np.zeros(0, np.int32)
+        self._count = len(labels)
+        self._memo: dict[int, Chunk] = {}
+        self._source = source or _Source()  # holds the chunk file open for the readers' pread
+        self._readers = [_BatchReader(batch, self._source) for batch in self._batches]
+        self._mapping: mmap.mmap | None = None
+        self.update(fresh or {})
+
+    @classmethod
+    def open(cls, path: Path) -> "ChunkMap":
+        """The windows of a saved chunk file, memory-mapped (raises OSError or ArrowException)."""
+        handle = open(path, "rb")
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        whole = pa.py_buffer(mapping)
+        loaded = cls(saved=pa.ipc.open_file(whole).read_all(), source=_Source(handle, whole.address))
+        loaded._mapping = mapping
+        drop_pages(mapping)  # building the spans and readers read whole columns; searches use pread
+        return loaded
+
+    def _codes(self, threads: pa.Array) -> np.ndarray:
+        encoded = threads.dictionary_encode()
+        names = encoded.dictionary.to_pylist()
+        remap = np.array([self._threads.setdefault(n, len(self._threads)) for n in names], dtype=np.int32)
+        return remap[encoded.indices.to_numpy()] if len(names) else np.zeros(len(threads), np.int32)
+
+    # Mapping --------------------------------------------------------------------------------
+    def _row(self, label: int) -> int:
+        """The saved row of a live saved label, or -1."""
+        if self._row_of is not None:
+            row = int(self._row_of[label]) if 0 <= label < len(self._row_of) else -1
+        else:  # sparse labels: a binary search
+            at = int(np.searchsorted(self._sorted, label))
+            row = int(self._order[at]) if at < len(self._sorted) and self._sorted[at] == label else -1
+        return row if row >= 0 and self._alive[row] else -1
+
+    def __getitem__(self, label: int) -> Chunk:
+        found = self._fresh.get(label)
+        if found is not None:
+            return found
+        found = self._memo.get(label)
+        if found is not None:
+            return found
+        row = self._row(label) if isinstance(label, (int, np.integer)) else -1
+        if row < 0:
+            raise KeyError(label)
+        if len(self._memo) >= _MEMO:
+            self._memo.clear()
+        found = self._memo[int(label)] = self._read(row)
+        return found
+
+    def _read(self, row: int) -> Chunk:
+        batch_no = int(np.searchsorted(self._starts, row, side="right")) - 1
+        return self._readers[batch_no].chunk(row - int(self._starts[batch_no]))
+
+    def __contains__(self, label: object) -> bool:
+        if label in self._fresh:
+            return True
+        return isinstance(label, (int, np.integer)) and self._row(int(label)) >= 0
+
+    def __setitem__(self, label: int, chunk: Chunk) -> None:
+        label = int(label)
+        self._drop_saved(label)
+        self._drop_fresh(label)
+        self._fresh[label] = chunk
+        code = self._threads.setdefault(chunk.thread_id, len(self._threads))
+        if self._fresh_n == len(self._fresh_live):  # grow geometrically: amortised O(1) a put
+            grown = max(1024, 2 * self._fresh_n)
+            self._fresh_spans = np.resize(self._fresh_spans, (grown, 4))
+            self._fresh_live = np.concatenate((self._fresh_live, np.zeros(grown - self._fresh_n, dtype=bool)))
+        self._fresh_spans[self._fresh_n] = (label, code, chunk.from_seq, chunk.to_seq)
+        self._fresh_live[self._fresh_n] = True
+        self._fresh_at[label] = self._fresh_n
+        self._fresh_n += 1
+
+    def __delitem__(self, label: int) -> None:
+        if not self._drop_fresh(label) and not self._drop_saved(label):
+            raise KeyError(label)
+
+    def _drop_fresh(self, label: object) -> bool:
+        if self._fresh.pop(label, None) is None:  # type: ignore[call-overload]
+            return False
+        self._fresh_live[self._fresh_at.pop(label)] = False  # type: ignore[call-overload]
+        return True
+
+    def _drop_saved(self, label: int) -> bool:
+        row = self._row(int(label)) if isinstance(label, (int, np.integer)) else -1
+        if row < 0:
+            return False
+        self._alive[row] = False
+        self._count -= 1
+        self._memo.pop(int(label), None)
+        return True
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._labels[self._alive].tolist() + list(self._fresh))
+
+    def __len__(self) -> int:
+        return self._count + len(self._fresh)
+
+    # Columns --------------------------------------------------------------------------------
+    def saved_flagged(self) -> list[int]:
+        """Labels of the live saved windows whose has_vector column is set."""
+        if not self._batches:
+            return []
+        flags = np.concatenate([b.column("has_vector").to_numpy(zero_copy_only=False) for b in self._batches])
+        return self._labels[flags & self._alive].tolist()
+
+    def thread_code(self, thread_id: str) -> int:
+        """The code of a thread in `spans`, -1 for a thread without windows here."""
+        return self._threads.get(thread_id, -1)
+
+    def spans(self) -> Spans:
+        """Labels, thread codes, first and last seq of every window, by ascending label."""
+        fresh = self._fresh_spans[:self._fresh_n][self._fresh_live[:self._fresh_n]]
+        labels = np.concatenate((self._labels[self._alive], fresh[:, 0]))
+        codes = np.concatenate((self._thread_codes[self._alive], fresh[:, 1].astype(np.int32)))
+        lows = np.concatenate((self._from[self._alive], fresh[:, 2]))
+        highs = np.concatenate((self._to[self._alive], fresh[:, 3]))
+        order = np.argsort(labels, kind="stable")
+        return labels[order], codes[order], lows[order], highs[order]
+
+    def batches(self, has_vector: set[int]) -> Iterator[pa.RecordBatch]:
+        """Every window as record batches of CHUNK_SCHEMA: the saved rows still live, then the fresh."""
+        flags = np.fromiter(has_vector, dtype=np.int64, count=len(has_vector))
+        for start, batch in zip(self._starts.tolist(), self._batches):
+            alive = self._alive[start:start + batch.num_rows]
+            if alive.any():
+                kept = batch.filter(pa.array(alive)).drop_columns(["has_vector"])
+                vector = np.isin(kept.column("label").to_numpy(), flags)
+                yield pa.RecordBatch.from_arrays([*kept.columns, pa.array(vector)], schema=CHUNK_SCHEMA)
+                drop_pages(self._mapping)  # a save reads every saved window: keep one batch resident at most
+        items = sorted(self._fresh.items())
+        for start in range(0, len(items), _BATCH):
+            part = items[start:start + _BATCH]
+            columns = {"label": [k for k, _ in part]}
+            for name in _FIELDS:
+                columns[name] = [list(getattr(c, name)) if name in _TUPLES else getattr(c, name) for _, c in part]
+            columns["has_vector"] = [k in has_vector for k, _ in part]
+            yield pa.RecordBatch.from_pydict(columns, schema=CHUNK_SCHEMA)
+
+
+def _row_index(labels: np.ndarray) -> np.ndarray | None:
+    """label -> saved row (-1: none) as a dense int32 array: a shard hands labels out consecutively
+    from 0, so it is about as long as the number of windows (4 bytes each) and a lookup is one
+    index, not a binary search. None when the labels are too sparse for that."""
+    if len(labels) and int(labels.max()) > 4 * len(labels) + 65_536:
+        return None
+    index = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, dtype=np.int32)
+    index[labels] = np.arange(len(labels), dtype=np.int32)
+    return index
+
+
+class _BatchReader:
+    """One row of a record batch as a Chunk. Offsets and small integers are copied into memory
+    (~55 bytes a window); texts, ids and seq lists are read with `pread` from the chunk file, so
+    no page of it is mapped into the process by a search (mapping a page of a freshly written
+    file maps its whole large folio: ~100 us and up to 2 MB per window read)."""
+
+    def __init__(self, batch: pa.RecordBatch, source: "_Source") -> None:
+        column = batch.column
+        self.ints = {name: np.array(column(name).to_numpy()) for name in ("from_seq", "to_seq", "n_tokens", "part")}
+        self.strings = {name: _Strings(column(name), source) for name in ("chunk_id", "thread_id", "text", "content_hash")}
+        self.lists = {name: np.array(_offsets(column(name))) for name in _TUPLES}
+        self.ids = _Strings(column("message_ids").values, source)
+        self.seqs = _Int64s(column("message_seqs").values, source)
+        self.ends = _Int64s(column("line_ends").values, source)
+
+    def chunk(self, i: int) -> Chunk:
+        ids, seqs, ends = ((int(o[i]), int(o[i + 1])) for o in (self.lists[n] for n in _TUPLES))
+        return Chunk(
+            chunk_id=self.strings["chunk_id"][i], thread_id=self.strings["thread_id"][i],
+            from_seq=int(self.ints["from_seq"][i]), to_seq=int(self.ints["to_seq"][i]),
+            message_ids=self.ids.run(*ids), message_seqs=self.seqs.run(*seqs),
+            text=self.strings["text"][i], content_hash=self.strings["content_hash"][i],
+            n_tokens=int(self.ints["n_tokens"][i]), part=int(self.ints["part"][i]), line_ends=self.ends.run(*ends),
+        )
+
+
+class _Source:
+    """Reads byte ranges of Arrow buffers: with `pread` when they lie in the mapped chunk file,
+    else (a table in memory: an older Parquet shard) from the buffer itself."""
+
+    def __init__(self, file: BinaryIO | None = None, base: int = 0) -> None:
+        self.fd, self.base = (file.fileno() if file is not None else None), base
+        self.file = file  # kept open as long as the readers
+
+    def reader(self, buffer: pa.Buffer | None) -> Callable[[int, int], bytes]:
+        if buffer is None:
+            return lambda a, b: b""
+        if self.fd is None:
+            view = memoryview(buffer)
+            return lambda a, b: bytes(view[a:b])
+        fd, at = self.fd, buffer.address - self.base
+        return lambda a, b: os.pread(fd, b - a, at + a)
+
+
+def _offsets(array: pa.Array) -> np.ndarray:
+    """The value offsets of a (list or string) array with no nulls, zero-copy."""
+    return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
+
+
+class _Strings:
+    def __init__(self, array: pa.Array, source: _Source) -> None:
+        self.offsets, self.read = np.array(_offsets(array)), source.reader(array.buffers()[2])
+
+    def __getitem__(self, i: int) -> str:
+        return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
+
+    def run(self, first: int, stop: int) -> tuple[str, ...]:
+        """Strings first..stop-1, read in one go."""
+        ends = self.offsets[first:stop + 1].tolist()
+        data = self.read(ends[0], ends[-1])
+        return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
+
+
+class _Int64s:
+    def __init__(self, array: pa.Array, source: _Source) -> None:
+        self.offset, self.read = array.offset, source.reader(array.buffers()[1])
+
+    def run(self, first: int, stop: int) -> tuple[int, ...]:
+        data = self.read(8 * (self.offset + first), 8 * (self.offset + stop))
+        return tuple(np.frombuffer(data, dtype=np.int64).tolist())
+
+
+def write_chunks(chunks: ChunkMap, has_vector: set[int], path: Path) -> None:
+    """The chunk file: uncompressed Arrow IPC (so a load can memory-map it), in bounded batches."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, CHUNK_SCHEMA) as writer:
+        for batch in chunks.batches(has_vector):
+            for start in range(0, batch.num_rows, _BATCH):
+                writer.write_batch(batch.slice(start, _BATCH))
+
+
+def read_chunk_columns(version: str | Path, columns: list[str], filesystem: pafs.FileSystem | None = None) -> pa.Table:
+    """Some columns of a version's chunk file (an older version's Parquet table too), local or remote."""
+    fs = filesystem or pafs.LocalFileSystem()
+    path = f"{version}/{CHUNK_FILE}"
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        if filesystem is None:  # memory-mapped: only the pages of these columns are read
+            return pa.ipc.open_file(pa.memory_map(path, "r")).read_all().select(columns)
+        with fs.open_input_file(path) as source:
+            return pa.ipc.open_file(source).read_all().select(columns)
+    return pq.read_table(f"{version}/{_OLD_CHUNK_FILE}", columns=columns, filesystem=fs)
+
+
+def read_old_chunks(version: Path) -> pa.Table | None:
+    """The Parquet chunk table of a version saved before CHUNK_FILE existed, None if it has none."""
+    path = Path(version) / _OLD_CHUNK_FILE
+    return pq.read_table(path) if path.exists() and not (Path(version) / CHUNK_FILE).exists() else None

@@ -1,0 +1,74 @@
+"""ChunkMap: saved windows read back from the memory-mapped file equal the objects written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, write_chunks
+from indexers.chunking import Chunk
+
+
+def _chunk(i: int, thread: str = "t1") -> Chunk:
+    lines = [f"Alice: message {i} é", f"Bob: reply {i}"]
+    text = "\n".join(lines)
+    return Chunk(chunk_id=f"c{i}", thread_id=thread, from_seq=2 * i + 1, to_seq=2 * i + 2,
+                 message_ids=(f"m{2 * i}", f"m{2 * i + 1}"), message_seqs=(2 * i + 1, 2 * i + 2), text=text,
+                 content_hash=f"h{i}", n_tokens=7 + i, part=0, line_ends=(len(lines[0]), len(text)))
+
+
+def _saved(tmp_path: Path, n: int = 10) -> tuple[dict[int, Chunk], ChunkMap]:
+    chunks = {label: _chunk(label, "t1" if label % 3 else "t2") for label in range(n)}
+    write_chunks(ChunkMap(chunks), {x for x in chunks if x % 2 == 0}, tmp_path / CHUNK_FILE)
+    return chunks, ChunkMap.open(tmp_path / CHUNK_FILE)
+
+
+def test_saved_windows_read_back_equal(tmp_path: Path) -> None:
+    chunks, loaded = _saved(tmp_path)
+    assert len(loaded) == 10 and sorted(loaded) == list(range(10))
+    assert all(loaded[label] == chunk for label, chunk in chunks.items())
+    assert loaded[3].message_lines() == chunks[3].message_lines()
+    assert sorted(loaded.saved_flagged()) == [0, 2, 4, 6, 8]
+    assert 10 not in loaded and "3" not in loaded
+    with pytest.raises(KeyError):
+        loaded[10]
+
+
+def test_changes_after_load_and_spans(tmp_path: Path) -> None:
+    chunks, loaded = _saved(tmp_path)
+    del loaded[4]
+    loaded[5] = _chunk(50)  # a saved label given a new window
+    loaded[12] = _chunk(12, "t3")
+    with pytest.raises(KeyError):
+        del loaded[4]
+    assert 4 not in loaded and loaded[5] == _chunk(50) and len(loaded) == 10
+    labels, threads, lows, highs = loaded.spans()
+    assert labels.tolist() == [0, 1, 2, 3, 5, 6, 7, 8, 9, 12]
+    assert (threads == loaded.thread_code("t3")).sum() == 1 and loaded.thread_code("nope") == -1
+    assert lows.tolist() == [loaded[x].from_seq for x in labels] and highs.tolist() == [loaded[x].to_seq for x in labels]
+    write_chunks(loaded, {0, 12}, tmp_path / "again.arrow")
+    again = ChunkMap.open(tmp_path / "again.arrow")
+    assert {x: again[x] for x in again} == {x: loaded[x] for x in loaded}
+    assert sorted(again.saved_flagged()) == [0, 12]
+
+
+def test_large_files_are_written_in_batches(tmp_path: Path) -> None:
+    chunks = {label: _chunk(label) for label in range(70_000)}
+    write_chunks(ChunkMap(chunks), set(), tmp_path / CHUNK_FILE)
+    reader = pa.ipc.open_file(pa.memory_map(str(tmp_path / CHUNK_FILE), "r"))
+    assert reader.num_record_batches == 2
+    loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
+    assert loaded[69_999] == chunks[69_999] and loaded[65_536] == chunks[65_536]
+    table = read_chunk_columns(tmp_path, ["label"])
+    assert np.array_equal(table.column("label").to_numpy(), np.arange(70_000))
+
+
+def test_sparse_labels_are_found_too(tmp_path: Path) -> None:
+    chunks = {label: _chunk(i) for i, label in enumerate([3, 10**9, 2**40])}
+    write_chunks(ChunkMap(chunks), set(), tmp_path / CHUNK_FILE)
+    loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
+    assert all(loaded[label] == chunk for label, chunk in chunks.items())
+    assert 4 not in loaded and sorted(loaded) == sorted(chunks)
