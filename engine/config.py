@@ -85,7 +85,8 @@ class Settings(BaseSettings):
 
     # HNSW
     hnsw_m: int = Field(16, ge=4, le=96, description="Graph degree: more is better recall, more memory.")
-    hnsw_ef_construction: int = Field(100, ge=16, description="Build-time beam: slower build, better graph (100k: 200 gave the same recall@10 for 80% more build CPU).")
+    hnsw_ef_construction: int = Field(100, ge=16, description="Build-time beam: slower build, better graph "
+                                      "(100k: 200 gave the same recall@10 for 80% more build CPU).")
     hnsw_ef: int = Field(128, ge=10, description="Query-time beam (>= k): higher is better recall, slower.")
 
     # Ranking

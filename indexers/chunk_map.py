@@ -4,8 +4,9 @@ At a million messages the windows held as Python objects (text, ids, hashes, tup
 1.5 KB each, as much as the rest of the shard. Saved windows are therefore read from the version's
 uncompressed Arrow IPC file: it is memory-mapped to find its buffers, and a search reads the few
 windows it cites with `pread`, so no page of it stays in the process. Windows added since the load
-(or the last save) live in a dict until the next save. Where each window lies (thread, first and last seq) is kept as numpy columns, so the
-filters and the re-chunking of a thread's tail never build a Chunk per window.
+(or the last save) live in a dict until the next save. Where each window lies (thread, first and
+last seq) is kept as numpy columns, so the filters and the re-chunking of a thread's tail never
+build a Chunk per window.
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ class ChunkMap(MutableMapping[int, Chunk]):
         self._batches: list[pa.RecordBatch] = [] if saved is None else saved.to_batches()
         sizes = [b.num_rows for b in self._batches]
         self._starts = np.cumsum([0, *sizes])[:-1].astype(np.int64)
-        column = (lambda name: np.concatenate([b.column(name).to_numpy() for b in self._batches])
-                  if self._batches else np.zeros(0, np.int64))
+        def column(name: str) -> np.ndarray:
+            batches = self._batches
+            return np.concatenate([b.column(name).to_numpy() for b in batches]) if batches else np.zeros(0, np.int64)
+
         labels = column("label")
         self._row_of = _row_index(labels)
         self._order = np.argsort(labels, kind="stable") if self._row_of is None else None
@@ -100,6 +103,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         if self._row_of is not None:
             row = int(self._row_of[label]) if 0 <= label < len(self._row_of) else -1
         else:  # sparse labels: a binary search
+            assert self._sorted is not None and self._order is not None
             at = int(np.searchsorted(self._sorted, label))
             row = int(self._order[at]) if at < len(self._sorted) and self._sorted[at] == label else -1
         return row if row >= 0 and self._alive[row] else -1
@@ -203,7 +207,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         items = sorted(self._fresh.items())
         for start in range(0, len(items), _BATCH):
             part = items[start:start + _BATCH]
-            columns = {"label": [k for k, _ in part]}
+            columns: dict[str, list] = {"label": [k for k, _ in part]}
             for name in _FIELDS:
                 columns[name] = [list(getattr(c, name)) if name in _TUPLES else getattr(c, name) for _, c in part]
             columns["has_vector"] = [k in has_vector for k, _ in part]

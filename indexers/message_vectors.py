@@ -67,6 +67,7 @@ class MessageVectors:
             found = np.asarray(matrix[rows])
             release(matrix)
             return found
+        assert isinstance(matrix, np.memmap)  # loaded from a file, so mapped
         size, start, fd = matrix.itemsize * self.dim, matrix.offset, self._file.fileno()
         data = b"".join(os.pread(fd, size, start + size * row) for row in rows.tolist())
         return np.frombuffer(data, dtype=matrix.dtype).reshape(len(rows), self.dim)

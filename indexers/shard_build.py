@@ -65,7 +65,7 @@ def build_lexical(job: UserJob, messages: pa.Table, params: PipelineParams, spec
     for thread_id, last_seq in job.threads:
         if last_seq > 0:  # as the pipeline: a thread that never had a message gets no watermark
             rechunk_tail(shard, thread_id, by_thread.get(thread_id, []), last_seq, params.chunk, counter)
-    return LexicalBuild(shard.manifest, shard.chunks, shard.bm25)
+    return LexicalBuild(shard.manifest, dict(shard.chunks), shard.bm25)  # plain windows travel between processes
 
 
 def texts_to_embed(chunks: Sequence[Chunk]) -> dict[str, str]:
