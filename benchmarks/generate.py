@@ -42,6 +42,9 @@ _FR_FUNCTION = ("de la le et les des un une en du est pour que qui dans pas au s
 _TOOLS = ("http_get", "sql_query", "shell", "search_docs", "read_file", "calendar")
 _WORD_RE = re.compile(r"[a-z]{3,14}")
 _TOPIC_WORDS = 120  # distinctive words per topic
+DEFAULT_START = datetime(2022, 1, 3, tzinfo=timezone.utc)
+LATEST_END = datetime(2026, 1, 1, tzinfo=timezone.utc)
+MIN_MESSAGES_PER_DAY = 50  # below the ~55-80 a day generated, so a thread ends before LATEST_END
 _TOPIC_BAND = (400, 16_000)  # vocabulary ranks topics draw from: neither ubiquitous nor ultra-rare
 
 
@@ -52,13 +55,20 @@ class ThreadParams:
     n_messages: int
     seed: int = 0
     topics: int = 300
-    start: datetime = datetime(2022, 1, 3, tzinfo=timezone.utc)
+    start: datetime | None = None  # None: DEFAULT_START, or earlier when the thread would reach LATEST_END
     sessions_per_day: float = 3.0  # mean of 1 + Poisson(sessions_per_day - 1)
     turns_per_session: float = 9.0  # log-normal median (a turn = user [+ tool] + assistant)
     tool_rate: float = 0.10  # tool calls per turn -> ~5% of messages
     identifier_rate: float = 0.04  # chance a user/assistant message mentions an identifier
     french_rate: float = 0.10  # sessions held in French
     user_id: str = "bench-user"
+
+    def first_day(self) -> datetime:
+        """Where the thread starts: early enough that it ends before LATEST_END, since ingest refuses
+        times too far in the future (1M messages at ~80 a day span about 34 years)."""
+        if self.start is not None:
+            return self.start
+        return min(DEFAULT_START, LATEST_END - timedelta(days=-(-self.n_messages // MIN_MESSAGES_PER_DAY)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +275,8 @@ def iter_messages(params: ThreadParams) -> Iterator[dict[str, Any]]:
     """The thread's messages, oldest first, as `ConversationEngine.ingest` dicts."""
     rng = np.random.default_rng([params.seed, 2])
     vocab = vocabulary(params.seed, params.topics)
-    day, produced, last = params.start, 0, params.start
+    day = last = params.first_day()
+    produced = 0
     while produced < params.n_messages:
         for start in _session_starts(rng, day, params):
             start = max(start, last + timedelta(minutes=31))  # an idle gap ends the previous session

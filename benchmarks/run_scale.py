@@ -132,22 +132,6 @@ def timed_ms(run: Callable[[str], Any], queries: Sequence[str], warmup: int = 5)
     return wall, cpu, results
 
 
-def _timing(bucket: dict[str, float], key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """fn, adding its wall time to bucket[key]; re-entrant calls (update_lexical -> shard() ->
-    update_lexical) count once. Wraps engine methods on the instance, never edits them."""
-    depth = [0]
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started, depth[0] = time.perf_counter(), depth[0] + 1
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            depth[0] -= 1
-            if depth[0] == 0:
-                bucket[key] = bucket.get(key, 0.0) + time.perf_counter() - started
-    return wrapper
-
-
 @dataclass
 class SizeResult:
     size: int
@@ -183,9 +167,7 @@ class SizeResult:
 def _ingest(engine: ConversationEngine, size: int, seed: int, batch: int, result: SizeResult) -> list[dict]:
     """engine.ingest(index=False) in batches, timed apart from generating them; returns every
     25th message, for the query generator."""
-    parts: dict[str, float] = {}
-    engine.summaries.after_ingest = _timing(parts, "summaries", engine.summaries.after_ingest)
-    engine.pipeline.update_lexical = _timing(parts, "lexical", engine.pipeline.update_lexical)
+    parts: dict[str, float] = {}  # the ingest's own phase timings (IngestResult.phases_s), summed
     messages, sample = iter_messages(ThreadParams(n_messages=size, seed=seed, user_id=USER)), []
     gen_s = ingest_s = cpu_s = 0.0
     while True:
@@ -196,11 +178,12 @@ def _ingest(engine: ConversationEngine, size: int, seed: int, batch: int, result
         if not chunk:
             break
         sample.extend(chunk[::25])
-        engine.ingest(USER, chunk, index=False)
+        for phase, seconds in engine.ingest(USER, chunk, index=False).phases_s.items():
+            parts[phase] = parts.get(phase, 0.0) + seconds
         ingest_s, cpu_s = ingest_s + time.perf_counter() - t1, cpu_s + time.process_time() - c1
     result.generate_s, result.ingest_s, result.ingest_rate = round(gen_s, 2), round(ingest_s, 2), round(size / ingest_s, 1)
     result.ingest_cpu_s = round(cpu_s, 2)
-    parts["store+other"] = ingest_s - sum(parts.values())
+    parts["other"] = ingest_s - sum(parts.values())
     result.ingest_parts_s = {k: round(v, 2) for k, v in parts.items()}
     return sample
 

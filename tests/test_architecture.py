@@ -32,10 +32,9 @@ COMPONENT_BENCHMARKS = {"bench_micro.py": ("engine.query.ranking",),  # the pure
 # The facade's parts: a caller above it uses its calls, not these attributes.
 ENGINE_PARTS = {"store", "pipeline", "searcher", "navigator", "summaries", "summary_index", "deleter", "ingestor",
                 "locks", "write_lock", "context", "days"}
-# Known exceptions, each with its reason. run_scale.py times the ingest's parts (wrapping
-# summaries.after_ingest and pipeline.update_lexical), swaps the searcher's query embedder between
-# latency kinds, and builds the naive baseline and the overhead run from the shard and the store:
-# issue 18 is reworking that file on the old layout, so it moves to the facade after that lands.
+# Known exceptions, each with its reason. run_scale.py compares designs on the very same windows:
+# the naive baseline and the peers are built from our shard's windows and vectors, and the query
+# embedder is swapped between latency kinds (a real model, a given vector, a fixed cost) on one index.
 # locomo_summary_probe.py is a research probe: it swaps summary texts into one indexed corpus's
 # store per variant (the point: minutes instead of a replay per variant), which no facade call does.
 # peers/locomo.py runs our engine beside the peers in one process: it reads the corpus's turns from

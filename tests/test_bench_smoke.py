@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import math
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from benchmarks import bench_micro, run_scale
-from benchmarks.generate import SyntheticEmbedder, ThreadParams, generate, iter_messages, make_queries
+from benchmarks.generate import (DEFAULT_START, LATEST_END, MIN_MESSAGES_PER_DAY, SyntheticEmbedder, ThreadParams,
+                                 generate, iter_messages, make_queries)
 from benchmarks.naive import NaiveHybrid, from_shard
 from engine.api import ConversationEngine
 
@@ -135,3 +137,11 @@ def test_run_scale_reindex_is_warm_and_summarizer_is_chosen(tmp_path: Path, monk
     assert result["reindex"]["embeddings_computed"] == 0 and result["reindex"]["embeddings_reused"] > 0
     assert result["top1_agreement"] >= 0.75  # the reindex renumbers windows: it must come after the comparison
     assert os.environ["CONVSEARCH_SUMMARIZER"] == "none"  # what the engines of the run (and its probe) read
+
+
+def test_a_long_generated_thread_starts_early_enough_to_end_before_now():
+    """Ingest refuses times far in the future: a 1M-message thread must start decades back, after 1970."""
+    assert ThreadParams(n_messages=10_000).first_day() == DEFAULT_START
+    big = ThreadParams(n_messages=1_000_000).first_day()
+    assert datetime(1970, 1, 1, tzinfo=timezone.utc) < big < DEFAULT_START
+    assert big + timedelta(days=1_000_000 // MIN_MESSAGES_PER_DAY) <= LATEST_END
