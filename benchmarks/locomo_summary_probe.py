@@ -89,7 +89,8 @@ def install(corpus: Corpus, by_session: dict[tuple[str, str], list[Message]], hu
     """Replace every stored summary by what `writer` makes of each session."""
     timeline = corpus.engine.store.timeline
     corpus.engine.store.db.execute("DELETE FROM summaries")
-    timeline.revision += 1
+    for user in corpus.conversations:
+        timeline.summaries_changed(user)  # the summary index rebuilds on the next search
     now = datetime.now(timezone.utc)
     count = 0
     for (user, number), turns in by_session.items():
@@ -100,6 +101,8 @@ def install(corpus: Corpus, by_session: dict[tuple[str, str], list[Message]], hu
                 updated_at=now, day_label=turns[0].day_label if kind == "day" else None,
                 conversation_id=turns[0].conversation_id, title=title, message_count=len(turns)))
             count += 1
+    for user in corpus.conversations:
+        corpus.engine.summary_index.embed_pending(user)  # as the engine's write paths do
     return count
 
 
