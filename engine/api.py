@@ -206,10 +206,11 @@ class ConversationEngine:
         ends conversations idle past the timeout and closes each thread's last day once it is over."""
         return self._summarize_users(user_id, since=None, now=now or self.clock(), last_only=True)
 
-    def _summarize_users(self, user_id: str | None, **policy: Any) -> SummarizeReport:
+    def _summarize_users(self, user_id: str | None, *, since: date | None, now: datetime | None = None,
+                         last_only: bool = False) -> SummarizeReport:
         with self._writing(user_id):
             users = self.users(user_id)
-            report = summarize_users(self, users, **policy)
+            report = summarize_users(self, users, since=since, now=now, last_only=last_only)
             for user in users:
                 self._summaries_written(user)
         return report
@@ -287,10 +288,9 @@ class ConversationEngine:
         return (data_dir(home) / STORE_FILENAME).is_file()
 
     def maintain(self) -> list[str]:
-        """One background step of a server: users whose index changed since its last save, is behind
-        the store, or has messages without vectors get `index` (embed, then save), and summaries
-        without vectors are embedded. A restart then replays at most one step's worth. Returns the
-        users indexed or whose summaries were embedded."""
+        """One background step of a server: retry failed summaries, then catch up every user whose index
+        or summaries lack vectors or a save (engine/maintenance/closing.py); a restart then replays at
+        most one step's worth. Returns the users caught up."""
         with self.write_lock:
             self.summaries.retry_failed()
             imported, self._to_check = self._to_check, set()
