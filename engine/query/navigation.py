@@ -37,16 +37,7 @@ from engine.text_rules import check_text, check_unit_interval
 from engine.timeutil import parse_timestamp, utcnow, zone
 from engine.validation import whole_number
 
-__all__ = [
-    "Navigator",
-    "MAX_LIMIT",
-    "MessageView",
-    "DayView",
-    "SummaryView",
-    "TurnsSince",
-    "TurnsAround",
-    "ConversationContext",
-]
+__all__ = ["Navigator", "MAX_LIMIT"]  # its records live in engine.query.navigation_results
 
 MAX_LIMIT = 10_000  # largest page, window or seq range one call returns
 
