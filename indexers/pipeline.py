@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -116,6 +117,7 @@ class IndexPipeline:
         self.counter = WordPieceCounter()
         self.cache = store.embedding_cache(embedder.name) if embedder else None
         self._shards: dict[str, Shard] = {}
+        self._loading = threading.Lock()  # one load per user; readers never see a half-loaded shard
 
     def spec(self) -> BuildSpec:
         return BuildSpec(
@@ -132,11 +134,21 @@ class IndexPipeline:
         so a search costs no store round-trip here.
         """
         shard = self._shards.get(user_id)
-        if shard is None:
-            shard = self._shards[user_id] = self._load_or_create(user_id)
-            self.update_lexical(user_id)
-            self._embed_shard(user_id, shard, None, only_cached=True)
-        return shard
+        return shard if shard is not None else self._loaded(user_id, take_cached=True)[0]
+
+    def _loaded(self, user_id: str, *, take_cached: bool) -> tuple[Shard, tuple[int, int, int]]:
+        """The user's shard and what catching it up chunked (messages, added, removed). A shard is
+        published only once caught up, so a search meanwhile waits instead of finding it empty."""
+        with self._loading:
+            shard = self._shards.get(user_id)
+            if shard is not None:
+                return shard, (0, 0, 0)
+            shard = self._load_or_create(user_id)
+            counts = self._catch_up(shard)
+            if take_cached:
+                self._embed_shard(user_id, shard, None, only_cached=True)
+            self._shards[user_id] = shard
+            return shard, counts
 
     def unload(self, user_id: str) -> None:
         """Forget the loaded shard: its next use loads the live version (another process published it)."""
@@ -176,10 +188,12 @@ class IndexPipeline:
     # Incremental ----------------------------------------------------------------------------
     def update_lexical(self, user_id: str) -> tuple[int, int, int]:
         """Chunk every thread's new messages into the shard; (messages, added, removed)."""
-        shard = self._shards.get(user_id) or self.shard(user_id)
+        return self._catch_up(self.shard(user_id))
+
+    def _catch_up(self, shard: Shard) -> tuple[int, int, int]:
         totals = [0, 0, 0]
         with shard.lock:
-            for thread in self.store.threads_of(user_id):
+            for thread in self.store.threads_of(shard.manifest.user_id):
                 counts = self._update_thread(shard, thread.thread_id)
                 totals = [a + b for a, b in zip(totals, counts)]
         return totals[0], totals[1], totals[2]
@@ -268,9 +282,8 @@ class IndexPipeline:
         """Incremental: chunk new messages, embed what is new, save the shard."""
         phase = Phases()
         with phase("chunk"):
-            shard = self._shards.get(user_id) or self._load_or_create(user_id)
-            self._shards[user_id] = shard
-            messages, added, removed = self.update_lexical(user_id)
+            shard, loaded = self._loaded(user_id, take_cached=False)  # embed_pending takes the cached vectors
+            messages, added, removed = (a + b for a, b in zip(loaded, self.update_lexical(user_id)))
         with phase("vectors"):
             reused, computed = self.embed_pending(user_id, progress=progress)
         with phase("save"):

@@ -206,3 +206,30 @@ def test_readers_never_see_an_error_during_reindex_swaps(engine: ConversationEng
     stop.set()
     reader.join(timeout=30)
     assert not errors and seen and set(seen) == {"b0200-00059"}
+
+
+
+def test_searches_racing_a_cold_load_wait_for_the_caught_up_shard(tmp_path: Path) -> None:
+    """A restarted server's first searches race the shard's load. Every vector is in the embedding
+    cache, so each must answer hybrid with the stored message first. A shard published before it
+    was caught up let a racing search see no vectors, answer by keywords and say nothing."""
+    home = tmp_path / "home"
+    with open_engine(home, summaries=False) as first:
+        first.add_user("u0")
+        for k in range(3):
+            first.ingest("u0", batch(k, 300), index=True)  # vectors cached; no shard saved
+    with open_engine(home, summaries=False) as engine:
+        start, found, shards = threading.Barrier(6), [], []
+
+        def search() -> None:
+            start.wait()
+            found.append(engine.search("u0", "lastof2", limit=1, kinds=("message",)))
+            shards.append(engine.pipeline.shard("u0"))
+
+        threads = [threading.Thread(target=search) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert len(found) == 6 and all(s is shards[0] for s in shards)  # one load, not one per racing search
+    assert [(r.mode, r.notice, r.results[0].message_id) for r in found] == [("hybrid", None, "b0002-00299")] * 6
