@@ -60,6 +60,12 @@ def exact_top10(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
+def rss_mb() -> float:
+    """This process's resident set in MB (VmRSS)."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return int(next(line for line in status if line.startswith("VmRSS")).split()[1]) / 1024
+
+
 def measure(index: HnswIndex, queries: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
     """(recall@10, p50 ms, p99 ms) of single-vector searches."""
     latencies, hits = [], 0
@@ -79,10 +85,8 @@ def report(n: int, n_queries: int, params: HnswParams = HnswParams(), truth: np.
     started, cpu = time.perf_counter(), time.process_time()
     index = build(corpus, params)
     built, built_cpu = time.perf_counter() - started, time.process_time() - cpu
-    mem_mb = n * (DIM * 4 + params.m * 2 * 4 + 12) / 2**20
     print(f"n={n} dim={DIM} m={params.m} ef_construction={params.ef_construction}: "
-          f"build {built:.1f} s, CPU {built_cpu:.1f} s ({n / built:.0f} vectors/s), capacity {index.capacity}, "
-          f"~{mem_mb:.0f} MiB base layer")
+          f"build {built:.1f} s, CPU {built_cpu:.1f} s ({n / built:.0f} vectors/s)")
     if truth is None:
         started = time.perf_counter()
         truth = exact_top10(corpus, queries)
@@ -92,12 +96,12 @@ def report(n: int, n_queries: int, params: HnswParams = HnswParams(), truth: np.
         index.save(Path(tmp))
         print(f"save {time.perf_counter() - started:.2f} s", end="; ")
         for ef in EFS:
-            started = time.perf_counter()
+            started, resident = time.perf_counter(), rss_mb()
             loaded = HnswIndex.load(Path(tmp), ef=ef)
-            load_s = time.perf_counter() - started
+            load_s, resident = time.perf_counter() - started, rss_mb() - resident
             recall, p50, p99 = measure(loaded, queries, truth)
-            if ef == EFS[0]:
-                print(f"load {load_s:.2f} s")
+            if ef == EFS[0]:  # the first load: later ones may reuse memory freed by the one before
+                print(f"load {load_s:.2f} s, resident +{resident:.0f} MB ({resident * 2**20 / n:.0f} B a vector)")
             print(f"ef={ef:<4} recall@10 {recall:.4f}  query p50 {p50:.3f} ms  p99 {p99:.3f} ms")
     return truth
 

@@ -1,39 +1,46 @@
-"""An approximate nearest-neighbour index over unit vectors (hnswlib), with deletes and filters.
+"""An approximate nearest-neighbour index over unit vectors (faiss HNSW, float16 codes), with deletes and filters.
 
-Space "ip" on vectors normalised here: hnswlib's "cosine" space is the same inner product with a
-normalisation hidden in the binding; doing it ourselves keeps one normalisation that also serves
-the exact (filtered) path, and similarity is simply 1 - distance.
+Why faiss's IndexHNSWSQ and not hnswlib: hnswlib keeps each vector as float32 inside its graph
+(1.82 KB a 384-d window at M 16: ~1.95 GB of a 1M-message shard's ~3.2 GB in memory) and has no
+smaller store; the same graph over float16 codes holds about half. A float16 cosine differs from
+the float32 one by under 1e-3 (docs/benchmarks.md, issue 18's fifth round).
 
-hnswlib counts deleted elements as present and raises when it cannot fill k results, so live
-labels are tracked here and every search that hnswlib cannot answer falls back to exact cosine.
+Space "ip" on vectors normalised here, so one normalisation serves the graph and the exact
+(filtered) path, and a similarity is the inner product itself.
+
+faiss numbers vectors 0, 1, 2... in insertion order ("slots") and cannot delete from a graph. The
+shard's labels (non-negative ints, handed out in increasing order) map to slots through two numpy
+arrays; a removed or replaced vector's slot stays in the graph, dead, and searches pass a bitmap of
+the slots they may return. When the walk cannot fill k results, the search answers exactly.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 import threading
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import hnswlib
+import faiss
 import numpy as np
 
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 
-__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION"]
+__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE"]
 
 # An `allowed` filter this small is answered by exact cosine over its vectors: that is both exact
 # and faster than a graph walk that rejects most of the nodes it visits.
 EXACT_FILTER_MAX = 2048
 EXACT_FILTER_FRACTION = 0.05
 
-_INDEX_FILE = "index.bin"
+STORE = "faiss-hnsw-fp16"  # params.json's "store": what wrote index.faiss (absent: hnswlib's index.bin)
+_INDEX_FILE = "index.faiss"
 _PARAMS_FILE = "params.json"
-_LABELS_FILE = "labels.npy"
+_LABELS_FILE = "labels.npy"  # the label of each slot, -1 for a dead one
 _REINDEX_HINT = "run `convsearch reindex` to rebuild it"
 
 
@@ -42,7 +49,7 @@ class HnswParams:
     """HNSW settings; the first three are fixed at build time, `ef` can change at load."""
 
     dim: int = 384
-    """Vector width; must match the embedder. Memory per element ~ dim*4 + m*2*4 + 12 bytes."""
+    """Vector width; must match the embedder. Memory per element ~ dim*2 + m*2*4 + 40 bytes."""
     m: int = default("hnsw_m")
     """Links per node (2*m on the base layer): higher recall and memory, slower build. 12-48 is usual."""
     ef_construction: int = default("hnsw_ef_construction")
@@ -56,38 +63,54 @@ class HnswParams:
                 raise InvalidInputError(f"HnswParams.{field} is too small: {getattr(self, field)}")
 
 
+def new_graph(params: HnswParams) -> faiss.IndexHNSWSQ:
+    """An empty inner-product HNSW graph over float16 codes (nothing to train)."""
+    fp16 = faiss.ScalarQuantizer.QT_fp16  # faiss's SWIG stubs type it as the class, not the int it is
+    graph = faiss.IndexHNSWSQ(params.dim, fp16, params.m, faiss.METRIC_INNER_PRODUCT)  # type: ignore[arg-type]
+    graph.hnsw.efConstruction = params.ef_construction
+    graph.hnsw.efSearch = params.ef
+    return graph
+
+
 class HnswIndex:
     """Labelled unit vectors with add/replace, delete, top-k search (optionally filtered), save/load.
 
-    Thread-safe: one lock serialises all calls, because hnswlib's resize is not safe alongside
-    queries and a query is sub-millisecond anyway.
+    Thread-safe: one lock serialises all calls, because faiss's add is not safe alongside queries
+    and a query is sub-millisecond anyway.
     """
 
     def __init__(self, params: HnswParams = HnswParams(), capacity: int = 1024) -> None:
         self.params = params
+        self.migrated = False  # loaded from an older format: the next save writes this one
         self._lock = threading.RLock()
-        self._live: set[int] = set()
-        self._deleted: set[int] = set()  # still stored in the graph (hnswlib only marks them)
-        self._index = hnswlib.Index(space="ip", dim=params.dim)
-        self._index.init_index(
-            max_elements=max(capacity, 1), ef_construction=params.ef_construction, M=params.m
-        )
-        self._index.set_ef(params.ef)
+        self._graph = new_graph(params)
+        size = max(capacity, 1)
+        self._label_of = np.full(size, -1, dtype=np.int64)  # slot -> label (-1: dead or unused)
+        self._slot_of = np.full(size, -1, dtype=np.int64)  # label -> live slot (-1: none)
+        self._live_count = 0
+        self._live_filter: _SlotFilter | None = None  # the live slots, until the next change
 
     def __len__(self) -> int:
-        return len(self._live)
+        return self._live_count
 
     def __contains__(self, label: object) -> bool:
-        return isinstance(label, (int, np.integer)) and int(label) in self._live
+        if not isinstance(label, (int, np.integer)) or not 0 <= int(label) < self._slot_of.size:
+            return False
+        return bool(self._slot_of[int(label)] >= 0)
 
     @property
     def capacity(self) -> int:
-        """Elements the graph holds before it must grow (deleted ones included)."""
-        return int(self._index.get_max_elements())
+        """Slots the bookkeeping holds before it must grow (dead ones included)."""
+        return int(self._label_of.size)
+
+    @property
+    def slots(self) -> int:
+        """Vectors in the graph, dead ones included."""
+        return int(self._graph.ntotal)
 
     def labels(self) -> np.ndarray:
         """Live labels, ascending (int64)."""
-        return np.array(sorted(self._live), dtype=np.int64)
+        return np.flatnonzero(self._slot_of >= 0).astype(np.int64)
 
     def add(self, labels: np.ndarray, vectors: np.ndarray) -> None:
         """Insert vectors under labels; an existing (or deleted) label gets the new vector."""
@@ -95,38 +118,49 @@ class HnswIndex:
         if ids.size == 0:
             return
         with self._lock:
-            new = sum(1 for label in ids.tolist() if label not in self._live and label not in self._deleted)
-            self._reserve(self._index.get_current_count() + new)
-            self._index.add_items(rows, ids.astype(np.uint64))
-            self._live.update(ids.tolist())
-            self._deleted.difference_update(ids.tolist())
+            first = self.slots
+            self._reserve(first + ids.size, int(ids.max()) + 1)
+            self._graph.add(rows)
+            self._drop(ids)
+            self._label_of[first : first + ids.size] = ids
+            self._slot_of[ids] = np.arange(first, first + ids.size)
+            self._live_count += ids.size
 
-    def _reserve(self, needed: int) -> None:
-        """Grow geometrically: a copy of the graph per doubling, not one per small add."""
-        capacity = self.capacity
-        if needed > capacity:
-            self._index.resize_index(max(needed, capacity * 2))
+    def _reserve(self, slots: int, labels: int) -> None:
+        """Grow the two maps geometrically: a copy per doubling, not one per small add."""
+        if slots > self._label_of.size:
+            self._label_of = _grown(self._label_of, max(slots, 2 * self._label_of.size))
+        if labels > self._slot_of.size:
+            self._slot_of = _grown(self._slot_of, max(labels, 2 * self._slot_of.size))
+
+    def _drop(self, ids: np.ndarray) -> None:
+        """Kill the live slots of labels `ids` (known to be within the label map)."""
+        slots = self._slot_of[ids]
+        slots = slots[slots >= 0]
+        self._label_of[slots] = -1
+        self._slot_of[ids] = -1
+        self._live_count -= slots.size
+        self._live_filter = None
 
     def remove(self, labels: Iterable[int]) -> None:
         """Hide labels from every search; unknown or already removed labels are ignored."""
+        ids = np.fromiter((int(x) for x in labels), dtype=np.int64)
         with self._lock:
-            for label in {int(x) for x in labels}:
-                if label in self._live:
-                    self._index.mark_deleted(label)
-                    self._live.discard(label)
-                    self._deleted.add(label)
+            self._drop(np.unique(ids[(ids >= 0) & (ids < self._slot_of.size)]))
 
     def vectors(self, labels: np.ndarray) -> np.ndarray:
-        """Stored (normalised) vectors of live labels, in the order given."""
+        """Stored (normalised, float16-rounded) vectors of live labels, in the order given."""
         ids = np.asarray(labels, dtype=np.int64).reshape(-1)
         with self._lock:
-            missing = [label for label in ids.tolist() if label not in self._live]
+            missing = [label for label in ids.tolist() if label not in self]
             if missing:
                 raise InvalidInputError(f"{len(missing)} label(s) not in the index, e.g. {missing[0]}")
-            if ids.size == 0:
-                return np.zeros((0, self.params.dim), dtype=np.float32)
-            rows = self._index.get_items(ids.astype(np.uint64), return_type="numpy")
-        return np.asarray(rows, dtype=np.float32).reshape(ids.size, self.params.dim)
+            return self._rows(self._slot_of[ids])
+
+    def _rows(self, slots: np.ndarray) -> np.ndarray:
+        if slots.size == 0:
+            return np.zeros((0, self.params.dim), dtype=np.float32)
+        return np.asarray(self._graph.reconstruct_batch(slots), dtype=np.float32).reshape(slots.size, self.params.dim)
 
     def search(
         self, vector: np.ndarray, k: int, allowed: np.ndarray | None = None
@@ -137,55 +171,70 @@ class HnswIndex:
         """
         if k < 1:
             raise InvalidInputError(f"k must be at least 1, got {k}")
-        query = _unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1), 1, self.params.dim)[0]
+        query = _unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1), 1, self.params.dim)
         with self._lock:
             if allowed is None:
-                return self._search_graph(query, k, None, len(self._live))
-            pool = self._live.intersection(np.asarray(allowed, dtype=np.int64).reshape(-1).tolist())
-            if len(pool) <= EXACT_FILTER_MAX or len(pool) < EXACT_FILTER_FRACTION * len(self._live):
-                return self._search_exact(query, k, _as_labels(pool))
-            return self._search_graph(query, k, pool.__contains__, len(pool))
+                if self._live_count == self.slots:  # nothing dead: no bitmap to check
+                    return self._search_graph(query, k, None, self._live_count)
+                return self._search_graph(query, k, self._live_slots(), self._live_count)
+            pool = self._pool(np.asarray(allowed, dtype=np.int64).reshape(-1))
+            size = int(np.count_nonzero(pool))
+            if size <= EXACT_FILTER_MAX or size < EXACT_FILTER_FRACTION * self._live_count:
+                return self._search_exact(query[0], k, np.flatnonzero(pool))
+            return self._search_graph(query, k, _SlotFilter.of(pool), size)
+
+    def _pool(self, allowed: np.ndarray) -> np.ndarray:
+        """Which slots are live and allowed (bools over the slots: no sort of the allowed labels)."""
+        slots = self._slot_of[allowed[(allowed >= 0) & (allowed < self._slot_of.size)]]
+        pool = np.zeros(self.slots, dtype=bool)
+        pool[slots[slots >= 0]] = True
+        return pool
+
+    def _live_slots(self) -> _SlotFilter:
+        if self._live_filter is None:
+            self._live_filter = _SlotFilter.of(self._label_of[: self.slots] >= 0)
+        return self._live_filter
 
     def _search_graph(
-        self, query: np.ndarray, k: int, accept: Callable[[int], bool] | None, candidates: int
+        self, query: np.ndarray, k: int, among: _SlotFilter | None, candidates: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """hnswlib's walk; when it cannot fill k (deletions, a selective filter) answer exactly."""
+        """faiss's walk; when it cannot fill k (dead slots, a selective filter) answer exactly."""
         k = min(k, candidates)
         if k == 0:
             return _empty()
-        self._index.set_ef(max(self.params.ef, k))
-        try:
-            found, distances = self._index.knn_query(query, k=k, filter=accept)
-        except RuntimeError:
-            pool = self._live if accept is None else {label for label in self._live if accept(label)}
-            return self._search_exact(query, k, _as_labels(pool))
-        finally:
-            self._index.set_ef(self.params.ef)
-        return found[0].astype(np.int64), (1.0 - distances[0]).astype(np.float32)
+        params = faiss.SearchParametersHNSW(efSearch=max(self.params.ef, k))  # type: ignore[attr-defined]
+        if among is not None:
+            params.sel = among.selector
+        sims, slots = self._graph.search(query, k, params=params)
+        if np.any(slots[0] < 0):
+            pool = self._label_of[: self.slots] >= 0 if among is None else among.bits
+            return self._search_exact(query[0], k, np.flatnonzero(pool))
+        return self._label_of[slots[0]], sims[0].astype(np.float32)
 
-    def _search_exact(self, query: np.ndarray, k: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Brute-force cosine over the stored vectors of live labels `ids`."""
-        if ids.size == 0:
+    def _search_exact(self, query: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Brute-force cosine over the stored vectors of live `slots`."""
+        if slots.size == 0:
             return _empty()
-        rows = np.asarray(self._index.get_items(ids.astype(np.uint64), return_type="numpy"), dtype=np.float32)
-        sims = rows @ query
-        k = min(k, ids.size)
+        sims = self._rows(slots) @ query
+        ids = self._label_of[slots]
+        k = min(k, slots.size)
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((ids[top], -sims[top]))]  # best first; ties by label, deterministically
         return ids[top], sims[top].astype(np.float32)
 
     def save(self, directory: Path) -> None:
-        """index.bin, labels.npy, then params.json last: a crash never leaves a valid-looking mix."""
+        """index.faiss, labels.npy, then params.json last: a crash never leaves a valid-looking mix."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            meta = asdict(self.params) | {"space": "ip", "count": len(self._live)}
-            tmp_index = directory / (_INDEX_FILE + ".tmp")
-            self._index.save_index(str(tmp_index))
-            os.replace(tmp_index, directory / _INDEX_FILE)
-            with open(directory / (_LABELS_FILE + ".tmp"), "wb") as handle:
-                np.save(handle, self.labels(), allow_pickle=False)
-            os.replace(directory / (_LABELS_FILE + ".tmp"), directory / _LABELS_FILE)
+            labels = self._label_of[: self.slots].copy()
+            meta = asdict(self.params) | {"space": "ip", "store": STORE, "count": self._live_count,
+                                          "slots": self.slots, "labels_crc32": _crc(labels)}
+            faiss.write_index(self._graph, str(directory / (_INDEX_FILE + ".tmp")))
+            os.replace(directory / (_INDEX_FILE + ".tmp"), directory / _INDEX_FILE)
+        with open(directory / (_LABELS_FILE + ".tmp"), "wb") as handle:
+            np.save(handle, labels, allow_pickle=False)
+        os.replace(directory / (_LABELS_FILE + ".tmp"), directory / _LABELS_FILE)
         tmp_params = directory / (_PARAMS_FILE + ".tmp")
         tmp_params.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp_params, directory / _PARAMS_FILE)
@@ -194,32 +243,67 @@ class HnswIndex:
     def load(cls, directory: Path, *, ef: int | None = None, dim: int | None = None) -> HnswIndex:
         """An index saved by `save`; `ef` overrides the saved query beam, `dim` checks the width.
 
-        Any missing, corrupt or mismatched file raises IndexStateError (hnswlib itself would crash
-        on a file of another width, so the header is checked before hnswlib reads it).
+        Any missing, corrupt or mismatched file raises IndexStateError. A graph saved by hnswlib
+        (before issue 18) is read and rebuilt in this format once (`migrated`).
         """
         directory = Path(directory)
-        params, count = _read_params(directory, ef)
+        meta = _read_meta(directory)
+        params = _params_of(meta, ef, directory)
         if dim is not None and dim != params.dim:
             raise IndexStateError(f"the vector index in {directory} has dim {params.dim}, not {dim}: {_REINDEX_HINT}")
-        labels = _read_labels(directory / _LABELS_FILE, count)
-        stored = _check_index_header(directory / _INDEX_FILE, params.dim, count)
-        graph = hnswlib.Index(space="ip", dim=params.dim)
-        try:
-            graph.load_index(str(directory / _INDEX_FILE), max_elements=max(stored, 1))
-        except RuntimeError as exc:
-            raise IndexStateError(f"the vector index in {directory} is unreadable ({exc}): {_REINDEX_HINT}") from exc
-        index = cls(params, capacity=1)
-        index._index = graph
-        graph.set_ef(params.ef)
-        index._live = set(labels.tolist())
-        index._deleted = set(graph.get_ids_list()) - index._live
-        if len(index._live) + len(index._deleted) != stored:  # a live label the graph does not hold
-            raise IndexStateError(f"labels.npy does not match the vector index in {directory}: {_REINDEX_HINT}")
+        if "store" not in meta:
+            from indexers.hnsw_legacy import read_hnswlib
+
+            labels, rows = read_hnswlib(directory, params.dim, _count(meta, "count", directory))
+            index = cls(params, capacity=labels.size)
+            index.add(labels, rows)
+            index.migrated = True
+            return index
+        return cls._from_files(directory, params, meta)
+
+    @classmethod
+    def _from_files(cls, directory: Path, params: HnswParams, meta: dict[str, object]) -> HnswIndex:
+        if meta["store"] != STORE:
+            raise IndexStateError(f"the vector index in {directory} was written by {meta['store']!r}: {_REINDEX_HINT}")
+        count, slots = _count(meta, "count", directory), _count(meta, "slots", directory)
+        labels = _read_labels(directory / _LABELS_FILE, slots, meta.get("labels_crc32"))
+        live = labels[labels >= 0]
+        if live.size != count or np.unique(live).size != count:
+            raise IndexStateError(f"{directory / _LABELS_FILE} does not hold the {count} labels params.json "
+                                  f"promises: {_REINDEX_HINT}")
+        index = cls(params, capacity=max(slots, 1))
+        index._graph = _read_graph(directory / _INDEX_FILE, params, slots)
+        index._graph.hnsw.efSearch = params.ef
+        index._reserve(slots, int(live.max()) + 1 if live.size else 0)
+        index._label_of[:slots] = labels
+        index._slot_of[live] = np.flatnonzero(labels >= 0)
+        index._live_count = count
         return index
 
 
-def _as_labels(labels: set[int]) -> np.ndarray:
-    return np.fromiter(labels, dtype=np.int64, count=len(labels))
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    grown = np.full(size, -1, dtype=array.dtype)
+    grown[: array.size] = array
+    return grown
+
+
+@dataclass(frozen=True, slots=True)
+class _SlotFilter:
+    """The slots a search may return, as bools and as the faiss selector that reads their packed
+    copy (held here: faiss keeps only a pointer to it)."""
+
+    bits: np.ndarray
+    packed: np.ndarray
+    selector: faiss.IDSelectorBitmap
+
+    @classmethod
+    def of(cls, bits: np.ndarray) -> _SlotFilter:
+        packed = np.packbits(bits, bitorder="little")
+        return cls(bits, packed, faiss.IDSelectorBitmap(bits.size, faiss.swig_ptr(packed)))
+
+
+def _crc(labels: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(labels, dtype="<i8").tobytes())
 
 
 def _empty() -> tuple[np.ndarray, np.ndarray]:
@@ -232,12 +316,12 @@ def _checked_batch(labels: np.ndarray, vectors: np.ndarray, dim: int) -> tuple[n
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
         raise InvalidInputError(f"labels must be integers, got {ids.dtype}")
     if ids.size and ids.min() < 0:
-        raise InvalidInputError("labels must be non-negative")  # hnswlib stores them as uint64
+        raise InvalidInputError("labels must be non-negative")
     rows = np.asarray(vectors, dtype=np.float32)
     rows = rows.reshape(1, -1) if rows.ndim == 1 and ids.size == 1 else rows  # one label, one flat vector
     rows = _unit_rows(rows, ids.size, dim)
     ids = ids.astype(np.int64)
-    _, last = np.unique(ids[::-1], return_index=True)  # hnswlib races on duplicate labels in one batch
+    _, last = np.unique(ids[::-1], return_index=True)  # one slot per label: the batch's last vector
     keep = np.sort(ids.size - 1 - last)
     return ids[keep], rows[keep]
 
@@ -252,49 +336,59 @@ def _unit_rows(rows: np.ndarray, n: int, dim: int) -> np.ndarray:
     return np.ascontiguousarray(rows / norms)
 
 
-def _read_params(directory: Path, ef: int | None) -> tuple[HnswParams, int]:
+def _read_meta(directory: Path) -> dict[str, object]:
     try:
         meta = json.loads((directory / _PARAMS_FILE).read_text(encoding="utf-8"))
-        params = HnswParams(
-            dim=int(meta["dim"]),
-            m=int(meta["m"]),
-            ef_construction=int(meta["ef_construction"]),
-            ef=int(meta["ef"] if ef is None else ef),
-        )
-        count = int(meta["count"])
-    except (OSError, ValueError, KeyError, TypeError, InvalidInputError) as exc:
+    except (OSError, ValueError) as exc:
         raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
-    if meta.get("space", "ip") != "ip":
-        raise IndexStateError(f"the vector index in {directory} uses space {meta.get('space')!r}: {_REINDEX_HINT}")
-    return params, count
+    if not isinstance(meta, dict) or meta.get("space", "ip") != "ip":
+        raise IndexStateError(f"the vector index in {directory} is not an inner-product index: {_REINDEX_HINT}")
+    return meta
 
 
-def _read_labels(path: Path, count: int) -> np.ndarray:
+def _params_of(meta: dict[str, object], ef: int | None, directory: Path) -> HnswParams:
+    try:
+        return HnswParams(dim=int(meta["dim"]), m=int(meta["m"]),  # type: ignore[call-overload]
+                          ef_construction=int(meta["ef_construction"]),  # type: ignore[call-overload]
+                          ef=int(meta["ef"] if ef is None else ef))  # type: ignore[call-overload]
+    except (ValueError, KeyError, TypeError, InvalidInputError) as exc:
+        raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
+
+
+def _count(meta: dict[str, object], key: str, directory: Path) -> int:
+    value = meta.get(key)
+    if not isinstance(value, int) or value < 0:
+        raise IndexStateError(f"{directory / _PARAMS_FILE} has no valid {key!r}: {_REINDEX_HINT}")
+    return value
+
+
+def _read_labels(path: Path, slots: int, crc: object) -> np.ndarray:
     try:
         labels = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise IndexStateError(f"{path} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
-    if labels.ndim != 1 or labels.size != count or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
-        raise IndexStateError(f"{path} does not hold the {count} labels params.json promises: {_REINDEX_HINT}")
-    return labels.astype(np.int64)
+    if labels.ndim != 1 or labels.size != slots or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
+        raise IndexStateError(f"{path} does not hold the {slots} slots params.json promises: {_REINDEX_HINT}")
+    labels = labels.astype(np.int64)
+    if crc != _crc(labels):  # the labels of another save (or edited): the graph's slots would lie
+        raise IndexStateError(f"{path} is not the one saved with its vector index: {_REINDEX_HINT}")
+    return labels
 
 
-def _check_index_header(path: Path, dim: int, count: int) -> int:
-    """The element count stored in hnswlib's header, after checking its vector width.
-
-    The header starts with six size_t: offsetLevel0, max_elements, cur_element_count,
-    size_data_per_element, label_offset, offsetData; a vector is label_offset - offsetData bytes.
-    """
+def _read_graph(path: Path, params: HnswParams, slots: int) -> faiss.IndexHNSWSQ:
+    """faiss's file, checked against params.json: its type, width, metric, degree and size."""
+    if not path.is_file():
+        raise IndexStateError(f"{path} is missing: {_REINDEX_HINT}")
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(48)
-    except OSError as exc:
-        raise IndexStateError(f"{path} is missing ({exc}): {_REINDEX_HINT}") from exc
-    if len(head) < 48:
-        raise IndexStateError(f"{path} is truncated: {_REINDEX_HINT}")
-    _, _, stored, _, label_offset, data_offset = struct.unpack("<6Q", head)
-    if label_offset - data_offset != dim * 4:
-        raise IndexStateError(f"{path} holds vectors of another width than dim {dim}: {_REINDEX_HINT}")
-    if stored < count:
-        raise IndexStateError(f"{path} holds {stored} vectors, fewer than the {count} labels: {_REINDEX_HINT}")
-    return stored
+        graph = faiss.read_index(str(path))
+    except RuntimeError as exc:
+        raise IndexStateError(f"the vector index {path} is unreadable ({exc}): {_REINDEX_HINT}") from exc
+    if not isinstance(graph, faiss.IndexHNSWSQ) or (graph.d, graph.ntotal, graph.metric_type, _degree(graph)) != (
+            params.dim, slots, faiss.METRIC_INNER_PRODUCT, params.m):
+        raise IndexStateError(f"the vector index {path} does not match its params.json: {_REINDEX_HINT}")
+    return graph
+
+
+def _degree(graph: faiss.IndexHNSWSQ) -> int:
+    """M: the links a node keeps above the base layer (faiss's stubs omit nb_neighbors)."""
+    return int(graph.hnsw.nb_neighbors(1))  # type: ignore[attr-defined]

@@ -255,7 +255,10 @@ class Shard:
             message_vectors = MessageVectors.load(version / "message_vectors", manifest.spec.dim)
         elif not with_vectors:
             has_vector = set()
-        return cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector, message_vectors)
+        shard = cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector, message_vectors)
+        if hnsw is not None and hnsw.migrated:
+            shard.changes += 1  # an older format: the next save (the server's background step) writes the new one
+        return shard
 
     @classmethod
     def empty(cls, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index, hnsw_params: HnswParams | None) -> "Shard":

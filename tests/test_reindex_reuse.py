@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_a_graph_that_cannot_be_read_or_another_chunking_rebuilds_from_the_cache
     with ConversationEngine(home, embedder=SyntheticEmbedder(0), settings=_settings()) as engine:
         adopted = _answers(engine)
         engine.reindex(USER)
-    (current_version_dir(copy / "indexes", USER) / "hnsw" / "index.bin").unlink()
+    (current_version_dir(copy / "indexes", USER) / "hnsw" / "index.faiss").unlink()
     with ConversationEngine(copy, embedder=SyntheticEmbedder(0), settings=_settings()) as engine:
         engine.pipeline._shards.clear()  # noqa: SLF001  (the broken file is only read by the reindex)
         report = engine.reindex(USER)[0]
@@ -71,3 +72,32 @@ def test_a_graph_that_cannot_be_read_or_another_chunking_rebuilds_from_the_cache
         report = engine.reindex(USER)[0]
         labels = _labels(engine)
         assert labels == list(range(len(labels))) and report.embeddings_computed > 0  # new windows, new graph
+
+
+def test_a_shard_saved_by_hnswlib_answers_the_same_and_is_rewritten(home: Path) -> None:
+    """A vector graph in hnswlib's format (before the float16 graph) loads, answers as the new one,
+    and the next background step saves it in the new format."""
+    import hnswlib
+
+    from indexers.hnsw import HnswIndex
+
+    graph_dir = current_version_dir(home / "indexes", USER) / "hnsw"
+    with ConversationEngine(home, embedder=SyntheticEmbedder(0), settings=_settings()) as engine:
+        before = _answers(engine)
+    saved = HnswIndex.load(graph_dir)
+    labels = saved.labels()
+    old = hnswlib.Index(space="ip", dim=saved.params.dim)
+    old.init_index(max_elements=labels.size, ef_construction=saved.params.ef_construction, M=saved.params.m)
+    old.add_items(saved.vectors(labels), labels.astype(np.uint64))
+    shutil.rmtree(graph_dir)
+    graph_dir.mkdir()
+    old.save_index(str(graph_dir / "index.bin"))
+    np.save(graph_dir / "labels.npy", labels)
+    meta = {"dim": saved.params.dim, "m": saved.params.m, "ef_construction": saved.params.ef_construction,
+            "ef": saved.params.ef, "space": "ip", "count": int(labels.size)}
+    (graph_dir / "params.json").write_text(json.dumps(meta))
+    with ConversationEngine(home, embedder=SyntheticEmbedder(0), settings=_settings()) as engine:
+        assert _answers(engine) == before and engine.pipeline.shard(USER).dirty
+        engine.maintain()
+    live = current_version_dir(home / "indexes", USER) / "hnsw"
+    assert (live / "index.faiss").is_file() and not (live / "index.bin").exists()

@@ -1,0 +1,70 @@
+"""Reads a vector index saved by hnswlib (shards written before issue 18's fifth round).
+
+Why keep it: a served shard saved before the switch to faiss's float16 graph must still load
+without a reindex; `HnswIndex.load` rebuilds it from these vectors once and the next save writes
+the new format. hnswlib itself would crash on a file of another width, so the header is checked
+before hnswlib reads it.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import hnswlib
+import numpy as np
+
+from engine.errors import IndexStateError
+
+__all__ = ["read_hnswlib"]
+
+_HINT = "run `convsearch reindex` to rebuild it"
+
+
+def read_hnswlib(directory: Path, dim: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(live labels ascending, their float32 vectors) of hnswlib's index.bin + labels.npy."""
+    path = directory / "index.bin"
+    labels = _labels(directory / "labels.npy", count)
+    stored = _header_count(path, dim, count)
+    graph = hnswlib.Index(space="ip", dim=dim)
+    try:
+        graph.load_index(str(path), max_elements=max(stored, 1))
+    except RuntimeError as exc:
+        raise IndexStateError(f"the vector index in {directory} is unreadable ({exc}): {_HINT}") from exc
+    if not set(labels.tolist()) <= set(graph.get_ids_list()):
+        raise IndexStateError(f"labels.npy does not match the vector index in {directory}: {_HINT}")
+    if labels.size == 0:
+        return labels, np.zeros((0, dim), dtype=np.float32)
+    rows = np.asarray(graph.get_items(labels.astype(np.uint64), return_type="numpy"), dtype=np.float32)
+    return labels, rows.reshape(labels.size, dim)
+
+
+def _labels(path: Path, count: int) -> np.ndarray:
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise IndexStateError(f"{path} is missing or corrupt ({exc}): {_HINT}") from exc
+    if labels.ndim != 1 or labels.size != count or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
+        raise IndexStateError(f"{path} does not hold the {count} labels params.json promises: {_HINT}")
+    return np.sort(labels.astype(np.int64))
+
+
+def _header_count(path: Path, dim: int, count: int) -> int:
+    """The element count in hnswlib's header, after checking its vector width.
+
+    The header starts with six size_t: offsetLevel0, max_elements, cur_element_count,
+    size_data_per_element, label_offset, offsetData; a vector is label_offset - offsetData bytes.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(48)
+    except OSError as exc:
+        raise IndexStateError(f"{path} is missing ({exc}): {_HINT}") from exc
+    if len(head) < 48:
+        raise IndexStateError(f"{path} is truncated: {_HINT}")
+    _, _, stored, _, label_offset, data_offset = struct.unpack("<6Q", head)
+    if label_offset - data_offset != dim * 4:
+        raise IndexStateError(f"{path} holds vectors of another width than dim {dim}: {_HINT}")
+    if stored < count:
+        raise IndexStateError(f"{path} holds {stored} vectors, fewer than the {count} labels: {_HINT}")
+    return stored
