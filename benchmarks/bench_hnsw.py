@@ -27,7 +27,7 @@ from indexers.hnsw import HnswIndex, HnswParams  # noqa: E402
 __all__ = ["clustered_vectors", "build", "main"]
 
 DIM = 384
-EFS = (32, 64, 128, 256)
+EFS = (32, 64, 128, 192, 256)
 
 
 def clustered_vectors(n: int, *, seed: int = 0, topics: int = 1000, dim: int = DIM) -> np.ndarray:
