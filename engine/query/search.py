@@ -81,6 +81,8 @@ class Searcher:
                                       recency_days=recency_days, start=start, end=end)
         intervals = seq_intervals(self.store, user_id, filters)
         shard = self.pipeline.shard(user_id)
+        # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
+        pending = self.pipeline.pending_vector_messages(user_id)
         q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
         scored = self._scored_summaries(user_id, q, intervals) if "summary" in kinds or wants_context else None
@@ -92,7 +94,6 @@ class Searcher:
         merged = (merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=self.settings.max_summary_results)
                   if "message" in kinds else summaries[:limit])  # summaries alone: up to `limit` of them
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
-        pending = self.pipeline.pending_vector_messages(user_id)
         return SearchResponse(
             query=text, results=results, mode=q.mode, not_vector_indexed=pending,
             took_ms=round((time.perf_counter() - began) * 1000, 2),
