@@ -10,6 +10,7 @@ outputs or code blocks.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -284,23 +285,35 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     SumBasic: a word weighs its share of the conversation's topic words, and once a chosen sentence
     holds it, its weight is squared, so the next sentence is drawn to what is not covered yet: one
     line per topic rather than three about the most talked-about one.
+
+    Lazy greedy (same choices as re-scoring every sentence each round): weights only shrink, so a
+    sentence's last score bounds its next; a heap pops the best bound, re-scores it with the same
+    expression, and takes it when that score still leads (ties: the earlier sentence).
     """
     words = [set(_topic_words(s.text)) for s in sentences]
     counts = Counter(w for ws in words for w in ws)
     total = sum(counts.values())
     weight = {w: c / total for w, c in counts.items()}
-    pool = [i for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
+
+    def score(i: int) -> float:
+        return sum(weight[w] for w in words[i]) / math.sqrt(len(words[i]))
+
+    heap = [(-score(i), i) for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
             if words[i] and not _QUESTION.search(s.text) and not s.text.endswith((":", "："))]
-    size = [min(word_count(s.text), MAX_QUOTE_WORDS) for s in sentences]  # a quote is cut at MAX_QUOTE_WORDS
+    heapq.heapify(heap)
+    left = budget
     chosen: list[int] = []
-    while pool:
-        best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
-        left = budget - sum(size[i] for i in chosen)
-        if size[best] > left:  # it never fits again, nor any as long: drop them all at once (a big day stays fast)
-            pool = [i for i in pool if size[i] <= left]
+    while heap:
+        bound, best = heapq.heappop(heap)
+        size = min(word_count(sentences[best].text), MAX_QUOTE_WORDS)  # a quote is cut at MAX_QUOTE_WORDS
+        if size > left:  # it never fits again (a big day stays fast)
             continue
-        pool.remove(best)
+        now = -score(best)
+        if now != bound:  # a chosen sentence shared its words: re-queue at its lower score
+            heapq.heappush(heap, (now, best))
+            continue
         chosen.append(best)
+        left -= size
         for w in words[best]:
             weight[w] **= 2
     return [sentences[i] for i in sorted(chosen)]
