@@ -58,7 +58,7 @@ def cue_section(text: str) -> str | None:
     """The section a statement's cue names (the first of Open loops, Decisions, Next steps, Goals), or None."""
     low = text.lower() if text.isascii() else None
     for name, cue in _CUES:
-        if low is not None and not (any(needle in low for needle in _NEEDLES[name])
+        if low is not None and not (any(map(low.__contains__, _NEEDLES[name]))
                                     or low.startswith(_STARTS.get(name, ()))):
             continue  # ASCII text without any of the cue's words: the regex cannot match
         if cue.search(text):

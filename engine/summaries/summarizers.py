@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache, wraps
+from itertools import repeat
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from engine.config import Settings
@@ -122,7 +123,7 @@ def _split_sentences(text: str) -> tuple[str, ...]:
 def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
     if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
-        return sum(1 for w in text.split() if w.strip(_ASCII_NOT_ALNUM))
+        return len([w for w in map(str.strip, text.split(), repeat(_ASCII_NOT_ALNUM)) if w])
     cjk = len(_CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
@@ -131,7 +132,7 @@ def word_count(text: str) -> int:
 def _content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
     if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
-        return tuple(t for t in (t.strip("'-") for t in _WORD.findall(text.lower()))
+        return tuple(t for t in map(str.strip, _WORD.findall(text.lower()), repeat("'-"))
                      if len(t) > 2 and t not in _STOPWORDS)
     words: list[str] = []
     cjk = _CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
@@ -146,6 +147,8 @@ def _content_words(text: str) -> tuple[str, ...]:
 @_memo
 def _spaced_words(text: str) -> tuple[str, ...]:
     """The content words of a text that are not CJK bigrams (title keywords)."""
+    if text.isascii():  # no CJK to leave out
+        return _content_words(text)
     return tuple(w for w in _content_words(text) if not _CJK.search(w))
 
 
