@@ -240,11 +240,6 @@ def _answered(question: _Sentence, messages: Sequence[Message], words_of: Callab
     return False
 
 
-@_memo
-def _word_set(text: str) -> frozenset[str]:
-    return frozenset(_content_words(text))
-
-
 def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> str | None:
     """The one section a sentence belongs to: a question is an open loop while unanswered and never
     a decision; then explicit uncertainty, decisions, next steps (first-person future, imperatives),
@@ -342,8 +337,12 @@ class ExtractiveSummarizer:
         sentences = _sentences(turns)
         first = _first_request(sentences)
         rest = [s for s in sentences if s is not first]
+        looked: dict[int, frozenset[str]] = {}  # this summary's only: not memoised (a set a message)
+
         def words_of(index: int) -> frozenset[str]:  # only questions look ahead, and stop at an answer
-            return _word_set(turns[index].content)
+            if index not in looked:
+                looked[index] = frozenset(_content_words(turns[index].content))
+            return looked[index]
 
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
