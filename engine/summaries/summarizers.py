@@ -259,9 +259,10 @@ def _topic_words(text: str) -> list[str]:
 
 
 @_memo
-def _topic_set(text: str) -> frozenset[str]:
-    """The distinct topic words of a sentence (a frozenset iterates as the set of the same words did)."""
-    return frozenset(_topic_words(text))
+def _distinct_topic_words(text: str) -> tuple[str, ...]:
+    """The distinct topic words of a sentence, sorted: a score sums their weights in one order, so
+    equal scores tie the same way in every process (a set's order follows the hash seed)."""
+    return tuple(sorted(set(_topic_words(text))))
 
 
 def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
@@ -275,7 +276,7 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     sentence's last score bounds its next; a heap pops the best bound, re-scores it with the same
     expression, and takes it when that score still leads (ties: the earlier sentence).
     """
-    words = [_topic_set(s.text) for s in sentences]
+    words = [_distinct_topic_words(s.text) for s in sentences]
     counts = Counter(w for ws in words for w in ws)
     total = sum(counts.values())
     weight = {w: c / total for w, c in counts.items()}
