@@ -3,8 +3,11 @@
     python benchmarks/locomo_cv.py --data /work/shared/data/locomo/locomo_dev.json [--grid outside_time_weight=1,0.8]
 
 Each configuration (a set of Settings overrides of the message-ranking rules) is run over every
-question with the real searcher, messages only and without summary context (what a deployment
-without dataset summaries gets). For each conversation, the configuration with the best mean of
+question with the real searcher, by default messages only and without summary context (what a
+deployment without summaries gets); `--summaries engine` replays the turns through ingest so the
+summaries are the engine's own, and `--modes messages,default` asks each question messages only
+with summary context and by default (summary hits too), the objective then averaging the modes.
+For each conversation, the configuration with the best mean of
 turn recall_any@10, turn NDCG@10 and session recall_any@5 on the *other* conversations is chosen
 and scored on the held-out one; the report gives each held-out figure, their pooled mean and their
 spread, and which configuration each fold chose. Writes benchmarks/results/locomo_cv.json.
@@ -48,8 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid = dict(args.grid) or GRID
     configs = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     began = time.perf_counter()
+    modes = tuple(args.modes.split(","))
     with open_corpus(args.data, progress=say, summaries=args.summaries) as corpus:
-        runs = [_run(corpus, overrides, say) for overrides in configs]
+        runs = [_run(corpus, overrides, say, modes) for overrides in configs]
     document = {"data": str(args.data), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "wall_seconds": round(time.perf_counter() - began), "runs": runs, "folds": folds(runs)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -65,9 +69,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", type=_grid_axis, action="append", default=[], metavar="SETTING=V1,V2",
                    help="a setting and the values to choose from (repeatable); the others keep their defaults. "
                         "Without it: the round-2 grid")
-    p.add_argument("--summaries", choices=("dataset", "none"), default="none",
-                   help="summaries imported with the data (searches never use them as context here)")
+    p.add_argument("--summaries", choices=("dataset", "engine", "none"), default="none",
+                   help="where summaries come from (engine: the live replay); only the modes other than bare use them")
+    p.add_argument("--modes", type=_modes, default="bare",
+                   help="comma separated, of: bare (messages only, no summary context), messages (messages only, "
+                        "summary context), default (summary hits and context)")
     return p
+
+
+def _modes(text: str) -> str:
+    if not text or any(m not in MODES for m in text.split(",")):
+        raise argparse.ArgumentTypeError(f"modes are a comma separated subset of {', '.join(MODES)}, got {text!r}")
+    return text
 
 
 def _grid_axis(text: str) -> tuple[str, tuple[float, ...]]:
@@ -80,33 +93,43 @@ def _grid_axis(text: str) -> tuple[str, tuple[float, ...]]:
         raise argparse.ArgumentTypeError(f"expected SETTING=V1,V2 with numbers, got {text!r}") from None
 
 
-def _run(corpus: Corpus, overrides: Mapping[str, float], say) -> dict[str, Any]:
-    """Every question under these settings: per-conversation means of METRICS, and the latency."""
-    ranking = RankingOverrides(summary_context=False, settings=dict(overrides))
+# mode -> (kinds, summary context): what each question is asked as
+MODES = {"bare": (("message",), False), "messages": (("message",), True), "default": (("summary", "message"), True)}
+
+
+def _run(corpus: Corpus, overrides: Mapping[str, float], say, modes: Sequence[str] = ("bare",)) -> dict[str, Any]:
+    """Every question under these settings, in each mode: per-conversation means of METRICS (named
+    "mode/level.metric" when there are several modes), and the latency."""
     per: dict[str, list[list[float]]] = {}
     latencies: list[float] = []
     for item in corpus.items:
         if item.category == ADVERSARIAL:
             continue
-        began = time.perf_counter()
-        response = corpus.engine.search_experiment(item.user_id, item.question, ranking, limit=20, kinds=("message",))
-        latencies.append((time.perf_counter() - began) * 1000)
-        scores = score_question(*hit_coverage(response.results, corpus.turns, item.evidence), item.evidence,
-                                (5, 10, 20))
-        per.setdefault(item.user_id, []).append([scores[level][metric] for level, metric in METRICS])
+        row: list[float] = []
+        for name in modes:
+            kinds, context = MODES[name]
+            ranking = RankingOverrides(summary_context=context, settings=dict(overrides))
+            began = time.perf_counter()
+            response = corpus.engine.search_experiment(item.user_id, item.question, ranking, limit=20, kinds=kinds)
+            latencies.append((time.perf_counter() - began) * 1000)
+            scores = score_question(*hit_coverage(response.results, corpus.turns, item.evidence), item.evidence,
+                                    (5, 10, 20))
+            row += [scores[level][metric] for level, metric in METRICS]
+        per.setdefault(item.user_id, []).append(row)
     say(f"{overrides}: done")
+    names = [f"{mode}/{lvl}.{m}" if len(modes) > 1 else f"{lvl}.{m}" for mode in modes for lvl, m in METRICS]
     return {"overrides": dict(overrides), "p50_ms": round(percentile(latencies, 50), 2),
-            "conversations": {user: {"questions": len(rows), **{f"{lvl}.{m}": round(mean(col), 4)
-                                                              for (lvl, m), col in zip(METRICS, zip(*rows))}}
+            "conversations": {user: {"questions": len(rows), **{name: round(mean(col), 4)
+                                                              for name, col in zip(names, zip(*rows))}}
                               for user, rows in per.items()}}
 
 
 def _objective(run: Mapping[str, Any], users: Sequence[str]) -> float:
-    """Mean of the OBJECTIVE metrics over the questions of `users` (weighted by their counts)."""
+    """Mean of the OBJECTIVE metrics (of every mode) over the questions of `users` (weighted by their counts)."""
     convs = run["conversations"]
     total = sum(convs[u]["questions"] for u in users)
-    return sum(convs[u]["questions"] * convs[u][f"{lvl}.{m}"] for u in users for lvl, m in OBJECTIVE) / (
-        total * len(OBJECTIVE))
+    keys = [k for k in convs[users[0]] if k.endswith(tuple(f"{lvl}.{m}" for lvl, m in OBJECTIVE))]
+    return sum(convs[u]["questions"] * convs[u][k] for u in users for k in keys) / (total * len(keys))
 
 
 def folds(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -121,7 +144,7 @@ def folds(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def format_report(document: Mapping[str, Any]) -> str:
-    names = [f"{lvl}.{m}" for lvl, m in METRICS]
+    names = [k for k in document["runs"][0]["conversations"][document["folds"][0]["held_out"]] if k != "questions"]
     lines = ["held-out conversation  n    " + "  ".join(n.rjust(20) for n in names) + "  chosen"]
     for fold in document["folds"]:
         f = fold["figures"]

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from benchmarks.locomo_cv import folds
 from engine.evaluation.locomo import ADVERSARIAL, Corpus, hit_coverage, load_locomo, open_corpus, score_question
 from engine.evaluation.metrics import mean
 from engine.models import Message, Summary
@@ -157,6 +158,20 @@ def _means(per: dict[str, list[list[float]]]) -> dict[str, Any]:
             "n": len(rows)}
 
 
+def choose(runs: dict[str, Any], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Leave-one-conversation-out among the variants `names`, on the mean of METRICS over both
+    modes (messages only, default), as benchmarks/locomo_cv.py chooses settings."""
+    as_cv = []
+    for name in names:
+        modes = {"messages": runs[f"{name} / messages only"], "default": runs[f"{name} / default"]}
+        users = modes["messages"]["per_conversation"]
+        as_cv.append({"overrides": {"variant": name}, "conversations": {
+            u: {"questions": users[u]["n"], **{f"{mode}/{lvl}.{m}": run["per_conversation"][u][f"{lvl}.{m}"]
+                                               for mode, run in modes.items() for lvl, m in METRICS}}
+            for u in users}})
+    return folds(as_cv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     say = lambda text: print(f"probe: {text}", file=sys.stderr, flush=True)  # noqa: E731
@@ -187,6 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name} / {label}: t.any@10 {o[0]:.3f} ndcg {o[1]:.3f} s.any@5 {o[2]:.3f} | {convs}",
                       flush=True)
             say(f"{name}: {count} summaries, {time.perf_counter() - began:.0f} s")
+    if args.choose:
+        document["folds"] = choose(document["runs"], args.choose.split(" "))
+        for fold in document["folds"]:
+            print(f"LOO held out {fold['held_out']}: chose {fold['chose']['variant']}, {fold['figures']}", flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
@@ -202,6 +221,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bars", action="store_true", help="also replay where summary hits sit (BARS x MOST)")
     p.add_argument("--lexical", action="store_true", help="no embedder: keyword search only (fast)")
     p.add_argument("--conversations", type=int, help="the file's first N conversations only (a smoke test)")
+    p.add_argument("--choose", default="", help="space separated variants to choose among, leave-one-conversation-out")
     p.add_argument("--out", type=Path)
     return p
 

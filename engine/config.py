@@ -125,6 +125,11 @@ class Settings(BaseSettings):
         description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "
         "of other days weigh this much (1 turns it off). docs/benchmarks.md.",
     )
+    summary_lead_margin: float = Field(
+        2.0, ge=1,
+        description="A summary leads only when it scores at least this many times the best message: a leading "
+        "summary takes a message's place (chosen by leave-one-conversation-out on LoCoMo dev, docs/benchmarks.md).",
+    )
     covered_penalty: float = Field(0.85, gt=0, le=1, description="Multiplier for messages covered by a summary.")
     max_summary_results: int = Field(
         1, ge=0,

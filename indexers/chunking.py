@@ -5,7 +5,8 @@ every chunk's text counts at most `window_tokens` (<= 254) pieces of the model's
 
 A window is a run of consecutive message lines ("Speaker: content", joined by "\\n") taken
 greedily while the sum of their counts fits. WordPiece splits on whitespace, so line counts add
-up; each window is still re-counted, and shrunk in the (pathological) case they do not.
+up; a window of plain-text lines (counted word by word) takes the sum of their counts, any other
+is re-counted, and shrunk in the (pathological) case they do not add up.
 The next window starts `overlap_messages` before the previous end, fewer if the overlap would
 leave no room for a new message, and always at least one message later. A line that alone
 exceeds the budget is split into pieces (`part` 0, 1, ...), each its own chunk pointing to its
@@ -116,6 +117,7 @@ class _Line:
     prefix: str  # "Speaker: "
     body: str  # content, tool outputs capped
     n_tokens: int
+    additive: bool = False  # counted as the sum of its words': a window of such lines sums their counts
 
     @property
     def text(self) -> str:
@@ -137,8 +139,10 @@ def _prepare_lines(messages: Sequence[Message], counter: TokenCounter) -> list[_
     turns = [m for m in messages if m.kind != "note"]
     bodies = [m.content[:INDEX_CAP_CHARS] for m in turns]  # tool outputs whole: pieces point to their message
     prefixes = [f"{speaker_label(m)}: " for m in turns]
-    counts = _count_all(counter, [p + b for p, b in zip(prefixes, bodies)])
-    return [_Line(m.message_id, m.seq, p, b, n) for m, p, b, n in zip(turns, prefixes, bodies, counts)]
+    texts = [p + b for p, b in zip(prefixes, bodies)]
+    additive = getattr(counter, "additive", lambda text: False)
+    return [_Line(m.message_id, m.seq, p, b, n, additive(text))
+            for m, p, b, n, text in zip(turns, prefixes, bodies, _count_all(counter, texts), texts)]
 
 
 def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
@@ -171,18 +175,30 @@ def _line_ends(lines: Sequence[_Line], text: str) -> tuple[int, ...]:
     return tuple(ends)
 
 
+def _split_counted(counter: TokenCounter, text: str, max_tokens: int) -> list[tuple[str, int]]:
+    split_counted = getattr(counter, "split_counted", None)
+    if split_counted is not None:
+        return list(split_counted(text, max_tokens))
+    pieces = counter.split(text, max_tokens)
+    return list(zip(pieces, _count_all(counter, pieces)))
+
+
 def _piece_texts(line: _Line, budget: int, counter: TokenCounter) -> list[tuple[str, int]]:
     """Split an oversize line into (text, count); pieces keep the speaker prefix to read alone."""
-    room = budget - counter.count(line.prefix)
+    prefix_count = counter.count(line.prefix)
+    room = budget - prefix_count
     for size in (room, room // 2):  # the second try only if prefix + piece does not add up
         if size < _MIN_PIECE_ROOM:
             break
-        texts = [line.prefix + piece for piece in counter.split(line.body, size)]
-        counts = _count_all(counter, texts)
-        if max(counts) <= budget:
-            return list(zip(texts, counts))
-    texts = counter.split(line.text, budget)  # a speaker name too long to repeat: split the bare line
-    return list(zip(texts, _count_all(counter, texts)))
+        pieces = _split_counted(counter, line.body, size)
+        if line.additive and line.prefix[-1:].isspace():  # "Speaker: ": its words and the piece's add up
+            counted = [(line.prefix + piece, prefix_count + n) for piece, n in pieces]
+        else:
+            texts = [line.prefix + piece for piece, _ in pieces]
+            counted = list(zip(texts, _count_all(counter, texts)))
+        if max(n for _, n in counted) <= budget:
+            return counted
+    return _split_counted(counter, line.text, budget)  # a speaker name too long to repeat: split the bare line
 
 
 def _piece_chunks(thread_id: str, line: _Line, budget: int, counter: TokenCounter) -> list[Chunk]:
@@ -242,7 +258,11 @@ def _counted_plan(
     """The plan's spans, and the true count of each window's text (one batch)."""
     spans = _plan(lines, params, fits)
     windows = [(a, b) for a, b in spans if lines[a].n_tokens <= params.window_tokens]
-    return spans, dict(zip(windows, _count_all(counter, [_join(lines[a:b]) for a, b in windows])))
+    counts = {(a, b): sum(line.n_tokens for line in lines[a:b]) for a, b in windows
+              if all(line.additive for line in lines[a:b])}  # joined by "\n": the lines' counts add up
+    rest = [span for span in windows if span not in counts]
+    counts.update(zip(rest, _count_all(counter, [_join(lines[a:b]) for a, b in rest])))
+    return spans, {span: counts[span] for span in windows}
 
 
 def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[Chunk]:

@@ -134,21 +134,21 @@ class IndexPipeline:
         so a search costs no store round-trip here.
         """
         shard = self._shards.get(user_id)
-        return shard if shard is not None else self._loaded(user_id, take_cached=True)[0]
+        return shard if shard is not None else self._loaded(user_id)[0]
 
-    def _loaded(self, user_id: str, *, take_cached: bool) -> tuple[Shard, tuple[int, int, int]]:
-        """The user's shard and what catching it up chunked (messages, added, removed). A shard is
-        published only once caught up, so a search meanwhile waits instead of finding it empty."""
+    def _loaded(self, user_id: str) -> tuple[Shard, tuple[int, int, int], int]:
+        """The user's shard, what catching it up chunked (messages, added, removed) and how many
+        vectors it took from the cache. A shard is published only once caught up with the store and
+        the cache, so a search meanwhile waits instead of finding it empty or without its vectors."""
         with self._loading:
             shard = self._shards.get(user_id)
             if shard is not None:
-                return shard, (0, 0, 0)
+                return shard, (0, 0, 0), 0
             shard = self._load_or_create(user_id)
             counts = self._catch_up(shard)
-            if take_cached:
-                self._embed_shard(user_id, shard, None, only_cached=True)
+            reused, _ = self._embed_shard(user_id, shard, None, only_cached=True)
             self._shards[user_id] = shard
-            return shard, counts
+            return shard, counts, reused
 
     def unload(self, user_id: str) -> None:
         """Forget the loaded shard: its next use loads the live version (another process published it)."""
@@ -282,10 +282,11 @@ class IndexPipeline:
         """Incremental: chunk new messages, embed what is new, save the shard."""
         phase = Phases()
         with phase("chunk"):
-            shard, loaded = self._loaded(user_id, take_cached=False)  # embed_pending takes the cached vectors
+            shard, loaded, from_cache = self._loaded(user_id)
             messages, added, removed = (a + b for a, b in zip(loaded, self.update_lexical(user_id)))
         with phase("vectors"):
             reused, computed = self.embed_pending(user_id, progress=progress)
+            reused += from_cache
         with phase("save"):
             shard.save(self.root)
         return IndexReport.of(user_id, messages, added, removed, reused, computed, phase, added)

@@ -10,6 +10,7 @@ close for English and French.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -117,22 +118,28 @@ class WordPieceCounter:
             counts = [learned[w] if n is None else n for w, n in zip(words, counts)]
         return counts  # type: ignore[return-value]
 
-    def _token_starts(self, text: str, longest: int | None = None) -> tuple[list[int], list[bool]]:
-        """Each piece's start offset, and whether it starts a word (a cut there re-tokenizes as it was).
+    def additive(self, text: str) -> bool:
+        """Whether `text` counts as the sum of its words' counts (exact, plain text): such texts
+        joined by white space count as the sum of their counts, with no need to count the join."""
+        return self._word_counts is not None and _plain(text)
+
+    def _token_starts(self, text: str, longest: int | None = None) -> tuple[list[int], list[bool], bool]:
+        """Each piece's start offset, whether it starts a word (a cut there re-tokenizes as it was),
+        and whether they were read from word counts (plain text).
 
         Plain text is read word by word from the counts: a word's later pieces get the word's own
         start, which no caller cuts at unless a word counts more than `longest` (None: no limit).
         """
         if not self.exact:  # a rough piece is 4 characters: a cut anywhere counts as it was
             starts = [start for start, _ in self.offsets(text)]
-            return starts, [True] * len(starts)
-        plain = self._plain_starts(text, longest) if self._word_counts is not None and _plain(text) else None
+            return starts, [True] * len(starts), False
+        plain = self._plain_starts(text, longest) if self.additive(text) else None
         if plain is not None:
-            return plain
+            return (*plain, True)
         encoding = self._tokenizer.encode(text, add_special_tokens=False)
         word_ids = encoding.word_ids
         return ([start for start, _ in encoding.offsets],
-                [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))])
+                [k == 0 or word_ids[k] != word_ids[k - 1] for k in range(len(word_ids))], False)
 
     def _plain_starts(self, text: str, longest: int | None) -> tuple[list[int], list[bool]] | None:
         parts = _BERT_WORD_SPLIT.split(text.lower())  # gap, word, gap, ..., gap; lower() keeps offsets
@@ -151,15 +158,28 @@ class WordPieceCounter:
         re-counted. Only a single character that alone counts more (a Hangul syllable is
         three pieces) can exceed a budget below 3.
         """
+        return [piece for piece, _ in self.split_counted(text, max_tokens)]
+
+    def split_counted(self, text: str, max_tokens: int) -> list[tuple[str, int]]:
+        """`split`'s pieces with their counts (what the chunker needs next).
+
+        Plain text read from word counts is cut at word starts only (no word counts more than
+        max_tokens there), so a piece counts the tokens between its cuts: nothing to re-count.
+        """
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        starts, word_start = self._token_starts(text, longest=max_tokens)
+        starts, word_start, summed = self._token_starts(text, longest=max_tokens)
         # Plan on offsets alone and check all pieces in one batch; re-count piece by piece only if
         # some piece re-tokenizes longer (a cut inside a word). Both give the same pieces when all fit.
         pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: True)
-        if max(self.count_many(pieces)) <= max_tokens:
-            return pieces
-        return _split_at(text, starts, word_start, max_tokens, lambda piece: self.count(piece) <= max_tokens)
+        if summed:
+            ends = [bisect.bisect_left(starts, end) for end in itertools.accumulate(map(len, pieces))]
+            return list(zip(pieces, (b - a for a, b in zip([0, *ends], ends))))
+        counts = self.count_many(pieces)
+        if max(counts) <= max_tokens:
+            return list(zip(pieces, counts))
+        pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: self.count(piece) <= max_tokens)
+        return list(zip(pieces, self.count_many(pieces)))
 
 
 def _plain(text: str) -> bool:

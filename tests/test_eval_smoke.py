@@ -136,3 +136,17 @@ def test_cv_grid_axes_name_real_settings() -> None:
         _grid_axis("outside_time_wieght=1,0.7")  # a typo would otherwise run the default five times over
     with pytest.raises(argparse.ArgumentTypeError, match="SETTING=V1,V2"):
         _grid_axis("reply_lift=high")
+
+
+def test_cv_modes_are_scored_apart_and_all_count_in_the_choice(tiny_locomo: Path) -> None:
+    from benchmarks.locomo_cv import _objective, _run
+
+    with open_corpus(tiny_locomo, embedder=None) as corpus:
+        result = _run(corpus, {"summary_lead_margin": 1.0}, lambda _: None, ("messages", "default"))
+    figures = result["conversations"]["conv-t1"]
+    assert {k.split("/")[0] for k in figures if k != "questions"} == {"messages", "default"}
+    one_mode = {"overrides": {}, "conversations": {"c": {"questions": 1, "messages/turn.recall_any@10": 1.0,
+                                                          "messages/turn.ndcg@10": 1.0, "messages/session.recall_any@5": 1.0,
+                                                          "default/turn.recall_any@10": 0.0, "default/turn.ndcg@10": 0.0,
+                                                          "default/session.recall_any@5": 0.0, "messages/turn.mrr": 1.0}}}
+    assert _objective(one_mode, ["c"]) == 0.5  # the mean over both modes; MRR is reported, never chosen on

@@ -86,12 +86,16 @@ def test_reingest_is_a_no_op(api: httpx.Client) -> None:
 def test_search_finds_the_decision_and_explains_it(api: httpx.Client) -> None:
     found = ok(api, "/api/conversation/search", user_id="alice", query="which database did we choose?", explain=True)
     assert found["mode"] == "hybrid" and found["not_vector_indexed"] == 0
-    first, *rest = found["results"]
-    assert first["kind"] == "summary" and first["day_label"] == "2024-03-04", found
-    window = next(hit for hit in rest if hit["kind"] == "message")
-    assert window["message_id"] in {"a1", "a2", "a3"} and window["from_seq"] <= 3 <= window["to_seq"]
-    parts = found["results"][0]["parts"]
+    first = found["results"][0]
+    # the day's summary matches, but less than twice the best turn (summary_lead_margin): the turn leads
+    assert first["kind"] == "message" and first["day_label"] == "2024-03-04", found
+    assert first["message_id"] in {"a1", "a2", "a3"} and first["from_seq"] <= 3 <= first["to_seq"]
+    parts = first["parts"]
     assert parts["lexical"] >= 0 and parts["vector"] is not None and parts["fusion"] == "weighted"
+    assert parts["own"] is not None and parts["window"] is not None  # a message's own parts are explained
+    summary = ok(api, "/api/conversation/search", user_id="alice", query="which database did we choose?",
+                 kinds=["summary"])["results"][0]
+    assert summary["kind"] == "summary" and summary["day_label"] == "2024-03-04"
 
 
 def test_search_filters_and_scoping(api: httpx.Client) -> None:

@@ -15,6 +15,7 @@ from engine.query.ranking import (
     clamp_vector,
     earned,
     favour_named_speakers,
+    lead_bar,
     lift_replies,
     merge_summaries_first,
     message_scores,
@@ -219,3 +220,9 @@ def test_summaries_come_first_and_unused_slots_go_to_messages():
     assert merged == ["s1", "s2", "m1", "m2", "m3", "m4"]
     assert merge_summaries_first([], ["m1", "m2"], limit=6, max_summaries=2) == ["m1", "m2"]
     assert merge_summaries_first(["s1"], ["m1"], limit=1, max_summaries=2) == ["m1"]
+
+
+def test_a_summary_leads_only_past_the_margin_over_the_best_message():
+    assert lead_bar(0.5, 1.0) == 0.5  # outscore the best message
+    assert lead_bar(0.5, 1.3) == pytest.approx(0.65)  # and by the margin
+    assert lead_bar(None, 1.3) == 0.0  # no message: any summary that matches may lead

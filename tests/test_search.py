@@ -152,7 +152,9 @@ def test_an_experiments_settings_rank_its_searches_only(engine):
 
 
 def test_summaries_lead_and_covered_messages_are_penalised(tmp_path):
-    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=AHEAD) as engine:
+    # the summary outscores the best message here, though by less than the default margin (2x)
+    leading = AHEAD.model_copy(update={"summary_lead_margin": 1.0})
+    with ConversationEngine(tmp_path, clock=lambda: NOW, settings=leading) as engine:
         engine.import_file(SAMPLE, fmt="jsonl")
         engine.index("alice")
         day = engine.get("alice", day_segment_id="alice:continuous:day:2024-03-04")

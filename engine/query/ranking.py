@@ -37,6 +37,7 @@ __all__ = [
     "apply_penalty",
     "passes_floor",
     "tie_break_key",
+    "lead_bar",
     "summary_slots",
     "merge_summaries_first",
 ]
@@ -270,6 +271,15 @@ def passes_floor(parts: ScoreParts, min_score: float | None) -> bool:
 def tie_break_key(score: float, day_label: date | None, order: float) -> tuple[float, int, float]:
     """Sort key (ascending): higher score, then newer day, then newer message."""
     return (-round(score, 9), -(day_label.toordinal() if day_label else 0), -order)
+
+
+def lead_bar(best_message: float | None, margin: float) -> float:
+    """The score a summary needs to lead: `margin` times the best message's (0 when there is none).
+
+    A leading summary takes a message's place and never counts as a turn; one that barely outscores
+    a covered message (whose score already carries `covered_penalty`) mostly cost recall on LoCoMo dev
+    (docs/benchmarks.md, leave-one-conversation-out)."""
+    return 0.0 if best_message is None else best_message * margin
 
 
 def summary_slots(limit: int, max_summaries: int) -> int:

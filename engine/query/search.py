@@ -25,7 +25,7 @@ from engine.text_rules import check_text, check_unit_interval
 from engine.query.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
 from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_matching, favour_named_speakers, fuse,
-                                  lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
+                                  lead_bar, lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
                                   own_scores, passes_floor, tie_break_key)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
@@ -81,18 +81,20 @@ class Searcher:
                                       recency_days=recency_days, start=start, end=end)
         intervals = seq_intervals(self.store, user_id, filters)
         shard = self.pipeline.shard(user_id)
+        # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
+        pending = self.pipeline.pending_vector_messages(user_id)
         q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
         scored = self._scored_summaries(user_id, q, intervals) if "summary" in kinds or wants_context else None
         messages = (self._message_hits(user_id, shard, q, intervals, limit, penalty, scored if wants_context else None)
                     if "message" in kinds else [])
         floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
-        summaries = self._summary_hits(scored, q, limit, floor_of, shard) if "summary" in kinds else []
+        summaries = (self._summary_hits(scored, q, limit, floor_of, shard, self.settings.summary_lead_margin)
+                     if "summary" in kinds else [])
         summaries = [h for h in summaries if passes_floor(h.parts, min_score)]
         merged = (merge_summaries_first(summaries, floor_of, limit=limit, max_summaries=self.settings.max_summary_results)
                   if "message" in kinds else summaries[:limit])  # summaries alone: up to `limit` of them
         results = tuple(h if explain else replace(h, parts=None) for h in merged)
-        pending = self.pipeline.pending_vector_messages(user_id)
         return SearchResponse(
             query=text, results=results, mode=q.mode, not_vector_indexed=pending,
             took_ms=round((time.perf_counter() - began) * 1000, 2),
@@ -223,12 +225,10 @@ class Searcher:
 
     @staticmethod
     def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
-                      messages: list[SearchHit], shard: Shard) -> list[SearchHit]:
+                      messages: list[SearchHit], shard: Shard, margin: float) -> list[SearchHit]:
         if summaries is None:
             return []
-        # A summary leads only where it outscores the best message: a summary slot costs a message's
-        # place, and one that matches less than the top message mostly costs (docs/benchmarks.md, LOO).
-        bar = messages[0].score if messages else 0.0
+        bar = lead_bar(messages[0].score if messages else None, margin)
         fused = summaries.scores.fused
         leading = np.flatnonzero((fused > 0) & (fused >= bar))
         # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show

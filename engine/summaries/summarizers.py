@@ -10,16 +10,19 @@ outputs or code blocks.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache, wraps
+from itertools import repeat
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
 from engine.models import Message
+from engine.summaries.cues import cue_section
 
 __all__ = [
     "SECTIONS",
@@ -120,7 +123,7 @@ def _split_sentences(text: str) -> tuple[str, ...]:
 def word_count(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words)."""
     if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
-        return sum(1 for w in text.split() if w.strip(_ASCII_NOT_ALNUM))
+        return len([w for w in map(str.strip, text.split(), repeat(_ASCII_NOT_ALNUM)) if w])
     cjk = len(_CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in _CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
@@ -129,7 +132,7 @@ def word_count(text: str) -> int:
 def _content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
     if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
-        return tuple(t for t in (t.strip("'-") for t in _WORD.findall(text.lower()))
+        return tuple(t for t in map(str.strip, _WORD.findall(text.lower()), repeat("'-"))
                      if len(t) > 2 and t not in _STOPWORDS)
     words: list[str] = []
     cjk = _CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
@@ -144,6 +147,8 @@ def _content_words(text: str) -> tuple[str, ...]:
 @_memo
 def _spaced_words(text: str) -> tuple[str, ...]:
     """The content words of a text that are not CJK bigrams (title keywords)."""
+    if text.isascii():  # no CJK to leave out
+        return _content_words(text)
     return tuple(w for w in _content_words(text) if not _CJK.search(w))
 
 
@@ -187,26 +192,8 @@ def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
 
 
 # Extractive ----------------------------------------------------------------------------------
-# Cues, English, French and Japanese (the languages the tokenizer handles). Each rule is written once here.
+# Cues, English, French and Japanese (the languages the tokenizer handles): engine/summaries/cues.py.
 _QUESTION = re.compile(r"[?？]\s*$")
-_STRONG_OPEN = re.compile(
-    r"\b(todo|to-do|not sure|unsure|tbd|open question|still open|to be decided|pas sûr|pas sure|à voir|a voir|"
-    r"reste à|on verra)\b|未定|検討中", re.I)
-_DECISION = re.compile(
-    r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"  # noqa: E501
-    r"take|pick|do)|agreed|we agree|final answer|settled on|(?:we|i)(?:'ve| have)? (?:chose|chosen|picked|booked|"
-    r"reserved|bought|signed|approved)|on part sur|on va partir sur|décidé|décision prise|decidé|on choisit|on prend|"
-    r"c'est validé|on garde|d'accord pour)\b|^decision\b|^\S+(?: \S+)? it is[.!]?$|に決め|決定|予約しました|にします", re.I)
-_NEXT = re.compile(
-    r"\b(i'll|i will|we'll|we will|i'm going to|we're going to|i am going to|let me|next step|next,|then i|"
-    r"tomorrow i|plan to|planning to|remind me to|je vais|on va|nous allons|demain|ensuite|prochaine étape)\b|"
-    r"^(?:then |first |also |please |just |now )?(?:add|book|bring|call|check|confirm|create|document|email|fix|"
-    r"install|move|note|order|pack|plan|prepare|remove|rename|review|run|schedule|send|switch|test|try|update|"
-    r"upgrade|verify|write|ask|buy|cancel|tell|keep|start|ajoute|vérifie|envoie|prévois|pense à)\b|予定|つもり",
-    re.I)
-_GOAL = re.compile(
-    r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|have to|must|je veux|"
-    r"je voudrais|j'aimerais|objectif|besoin de|il faut|je dois)\b|したい|たいです", re.I)
 _FILLER = re.compile(
     r"^(hi|hello|hey|morning|good morning|bonjour|salut|ok|okay|so|well|please|can you|could you|would you|"
     r"help me|i'd like to|i would like to|i want to|i need to|let's|we need to|je voudrais|je veux|peux-tu|"
@@ -244,16 +231,16 @@ def _said(content: str) -> tuple[str, ...]:
     return tuple(text for text in _split_sentences(content) if word_count(text) >= 3 and any(c.isalpha() for c in text))
 
 
-def _answered(question: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> bool:
+def _answered(question: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> bool:
     """A question counts as answered when a later message of the other side shares a content word."""
     words = set(_content_words(question.text))
     for index in range(question.index + 1, len(messages)):
-        if messages[index].role != question.role and (not words or words & words_of[index]):
+        if messages[index].role != question.role and (not words or words & words_of(index)):
             return True
     return False
 
 
-def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequence[set[str]]) -> str | None:
+def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> str | None:
     """The one section a sentence belongs to: a question is an open loop while unanswered and never
     a decision; then explicit uncertainty, decisions, next steps (first-person future, imperatives),
     goals."""
@@ -263,19 +250,19 @@ def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Sequen
     return _cued(text)
 
 
-@_memo
-def _cued(text: str) -> str | None:
-    """The section a statement's cue names (a pure function of its text: memoised)."""
-    for name, cue in (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT),
-                      ("Goals", _GOAL)):
-        if cue.search(text):
-            return name
-    return None
+_cued = _memo(cue_section)  # a pure function of the text: memoised
 
 
 def _topic_words(text: str) -> list[str]:
     """Content words that can name a topic (no chat filler like "awesome"; CJK runs stay bigrams)."""
     return [w for w in _content_words(text) if w not in _CHAT_WORDS]
+
+
+@_memo
+def _distinct_topic_words(text: str) -> tuple[str, ...]:
+    """The distinct topic words of a sentence, sorted: a score sums their weights in one order, so
+    equal scores tie the same way in every process (a set's order follows the hash seed)."""
+    return tuple(sorted(set(_topic_words(text))))
 
 
 def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
@@ -284,23 +271,35 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     SumBasic: a word weighs its share of the conversation's topic words, and once a chosen sentence
     holds it, its weight is squared, so the next sentence is drawn to what is not covered yet: one
     line per topic rather than three about the most talked-about one.
+
+    Lazy greedy (same choices as re-scoring every sentence each round): weights only shrink, so a
+    sentence's last score bounds its next; a heap pops the best bound, re-scores it with the same
+    expression, and takes it when that score still leads (ties: the earlier sentence).
     """
-    words = [set(_topic_words(s.text)) for s in sentences]
+    words = [_distinct_topic_words(s.text) for s in sentences]
     counts = Counter(w for ws in words for w in ws)
     total = sum(counts.values())
     weight = {w: c / total for w, c in counts.items()}
-    pool = [i for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
+
+    def score(i: int) -> float:
+        return sum(weight[w] for w in words[i]) / math.sqrt(len(words[i]))
+
+    heap = [(-score(i), i) for i, s in enumerate(sentences)  # statements: not questions, not lead-ins ("the plan:")
             if words[i] and not _QUESTION.search(s.text) and not s.text.endswith((":", "："))]
-    size = [min(word_count(s.text), MAX_QUOTE_WORDS) for s in sentences]  # a quote is cut at MAX_QUOTE_WORDS
+    heapq.heapify(heap)
+    left = budget
     chosen: list[int] = []
-    while pool:
-        best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
-        left = budget - sum(size[i] for i in chosen)
-        if size[best] > left:  # it never fits again, nor any as long: drop them all at once (a big day stays fast)
-            pool = [i for i in pool if size[i] <= left]
+    while heap:
+        bound, best = heapq.heappop(heap)
+        size = min(word_count(sentences[best].text), MAX_QUOTE_WORDS)  # a quote is cut at MAX_QUOTE_WORDS
+        if size > left:  # it never fits again (a big day stays fast)
             continue
-        pool.remove(best)
+        now = -score(best)
+        if now != bound:  # a chosen sentence shared its words: re-queue at its lower score
+            heapq.heappush(heap, (now, best))
+            continue
         chosen.append(best)
+        left -= size
         for w in words[best]:
             weight[w] **= 2
     return [sentences[i] for i in sorted(chosen)]
@@ -308,8 +307,16 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
 
 def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
     """The user's first sentence that says something (not "Morning!" or "Back after lunch.")."""
-    said = [s for s in sentences if len(_content_words(_strip_filler(s.text))) >= 3]
-    return next((s for s in said if s.role == "user"), said[0] if said else (sentences[0] if sentences else None))
+    said = (s for s in sentences if _says_something(s.text))  # lazily: the first few decide
+    first = next(said, None)
+    if first is None:
+        return sentences[0] if sentences else None
+    return first if first.role == "user" else next((s for s in said if s.role == "user"), first)
+
+
+@_memo
+def _says_something(text: str) -> bool:
+    return len(_content_words(_strip_filler(text))) >= 3
 
 
 @_memo
@@ -331,7 +338,13 @@ class ExtractiveSummarizer:
         sentences = _sentences(turns)
         first = _first_request(sentences)
         rest = [s for s in sentences if s is not first]
-        words_of = [set(_content_words(m.content)) for m in turns]  # once: questions look ahead repeatedly
+        looked: dict[int, frozenset[str]] = {}  # this summary's only: not memoised (a set a message)
+
+        def words_of(index: int) -> frozenset[str]:  # only questions look ahead, and stop at an answer
+            if index not in looked:
+                looked[index] = frozenset(_content_words(turns[index].content))
+            return looked[index]
+
         sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
         if first is not None:
             sections["Summary"].append(f"{first.speaker} asked: {_quote(first.text)}")

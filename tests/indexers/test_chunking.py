@@ -206,6 +206,9 @@ def test_word_by_word_counts_and_cuts_equal_the_tokenizer_on_any_text(text: str)
     assert counter().split(text, 7) == whole.split(text, 7)
     glued = text.replace(" ", "")  # long words: cuts inside them
     assert counter().split(glued, 2) == whole.split(glued, 2)
+    for piece_text, budget in ((text, 7), (glued, 2), (text, 60)):  # counts read off the cuts are true
+        pieces = counter().split_counted(piece_text, budget)
+        assert pieces == [(p, whole.count(p)) for p in whole.split(piece_text, budget)]
 
 
 # --- examples ---------------------------------------------------------------------------------

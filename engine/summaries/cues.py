@@ -1,0 +1,66 @@
+"""The cue words that put a statement under Goals, Decisions, Open loops or Next steps, in English,
+French and Japanese (the languages the tokenizer handles). Each rule is written once here.
+
+Why the needles: the four case-insensitive regexes were a third of the extractive summarizer's
+time (each tries every alternative at every position of every sentence). On ASCII text a match
+needs one of a few plain substrings of the lower-cased text (or, for imperatives, a verb at its
+start), so a sentence with none skips the regex; other text always runs it.
+tests/test_summary_cues.py checks the needles against the regexes.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["cue_section"]
+
+_STRONG_OPEN = re.compile(
+    r"\b(todo|to-do|not sure|unsure|tbd|open question|still open|to be decided|pas sûr|pas sure|à voir|a voir|"
+    r"reste à|on verra)\b|未定|検討中", re.I)
+_DECISION = re.compile(
+    r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"  # noqa: E501
+    r"take|pick|do)|agreed|we agree|final answer|settled on|(?:we|i)(?:'ve| have)? (?:chose|chosen|picked|booked|"
+    r"reserved|bought|signed|approved)|on part sur|on va partir sur|décidé|décision prise|decidé|on choisit|on prend|"
+    r"c'est validé|on garde|d'accord pour)\b|^decision\b|^\S+(?: \S+)? it is[.!]?$|に決め|決定|予約しました|にします", re.I)
+_NEXT = re.compile(
+    r"\b(i'll|i will|we'll|we will|i'm going to|we're going to|i am going to|let me|next step|next,|then i|"
+    r"tomorrow i|plan to|planning to|remind me to|je vais|on va|nous allons|demain|ensuite|prochaine étape)\b|"
+    r"^(?:then |first |also |please |just |now )?(?:add|book|bring|call|check|confirm|create|document|email|fix|"
+    r"install|move|note|order|pack|plan|prepare|remove|rename|review|run|schedule|send|switch|test|try|update|"
+    r"upgrade|verify|write|ask|buy|cancel|tell|keep|start|ajoute|vérifie|envoie|prévois|pense à)\b|予定|つもり",
+    re.I)
+_GOAL = re.compile(
+    r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|have to|must|je veux|"
+    r"je voudrais|j'aimerais|objectif|besoin de|il faut|je dois)\b|したい|たいです", re.I)
+
+_IMPERATIVE_LEADS = ("", "then ", "first ", "also ", "please ", "just ", "now ")
+_IMPERATIVES = ("add book bring call check confirm create document email fix install move note order pack plan prepare "
+                "remove rename review run schedule send switch test try update upgrade verify write ask buy cancel tell "
+                "keep start ajoute envoie").split()  # the ASCII verbs of _NEXT's imperative alternative
+# Each regex's ASCII alternatives, as substrings one of which a match on ASCII text contains (lower-cased).
+_NEEDLES = {
+    "Open loops": ("todo", "to-do", "not sure", "unsure", "tbd", "open question", "still open", "to be decided",
+                   "pas sure", "a voir", "on verra"),
+    "Decisions": ("decide", "decision", "go with", "going with", "let's ", "agreed", "we agree", "final answer",
+                  "settled on", "chose", "picked", "booked", "reserved", "bought", "signed", "approved", "on part sur",
+                  "on va partir sur", "on choisit", "on prend", "on garde", "d'accord pour", " it is"),
+    "Next steps": ("i'll", "i will", "we'll", "we will", "i'm going to", "we're going to", "i am going to", "let me",
+                   "next step", "next,", "then i", "tomorrow i", "plan to", "planning to", "remind me to", "je vais",
+                   "on va", "nous allons", "demain", "ensuite"),
+    "Goals": ("want to", "wants to", "need to", "needs to", "goal", "aim to", "i'd like", "i would like", "trying to",
+              "have to", "must", "je veux", "je voudrais", "j'aimerais", "objectif", "besoin de", "il faut", "je dois"),
+}
+_STARTS = {"Next steps": tuple(lead + verb for lead in _IMPERATIVE_LEADS for verb in _IMPERATIVES)}
+_CUES = (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT), ("Goals", _GOAL))
+
+
+def cue_section(text: str) -> str | None:
+    """The section a statement's cue names (the first of Open loops, Decisions, Next steps, Goals), or None."""
+    low = text.lower() if text.isascii() else None
+    for name, cue in _CUES:
+        if low is not None and not (any(map(low.__contains__, _NEEDLES[name]))
+                                    or low.startswith(_STARTS.get(name, ()))):
+            continue  # ASCII text without any of the cue's words: the regex cannot match
+        if cue.search(text):
+            return name
+    return None
