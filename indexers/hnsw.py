@@ -112,6 +112,22 @@ class HnswIndex:
         """Live labels, ascending (int64)."""
         return np.flatnonzero(self._slot_of >= 0).astype(np.int64)
 
+    @property
+    def dead(self) -> int:
+        """Slots of removed or replaced vectors: still in the graph, skipped by every search."""
+        return self.slots - self._live_count
+
+    def compacted(self) -> HnswIndex:
+        """A new graph of the live vectors only. Why: faiss cannot delete, so a shard that lived
+        through many replaced tail windows carries their slots; a reindex that adopts the saved
+        graph sheds them here instead of keeping them forever."""
+        with self._lock:
+            labels = self.labels()
+            rows = self._rows(self._slot_of[labels])
+        fresh = HnswIndex(self.params, capacity=labels.size)
+        fresh.add(labels, rows)
+        return fresh
+
     def add(self, labels: np.ndarray, vectors: np.ndarray) -> None:
         """Insert vectors under labels; an existing (or deleted) label gets the new vector."""
         ids, rows = _checked_batch(labels, vectors, self.params.dim)

@@ -138,6 +138,8 @@ class Shard:
         mapping = {label: label_of[c.chunk_id] for label, c in self.chunks.items()}
         self.bm25.relabel(mapping)
         self.chunks = ChunkMap({mapping[label]: c for label, c in self.chunks.items()})
+        if hnsw.dead > len(hnsw):  # mostly dead slots (replaced tail windows): rebuild from the live ones
+            hnsw = hnsw.compacted()
         self.has_vector, self.hnsw, self.message_vectors = set(self.chunks), hnsw, vectors
         self._arrays, self._pending = None, None
         self._line_tokens.clear()

@@ -339,3 +339,19 @@ def test_dead_slots_never_come_back_and_a_filter_walks_the_graph() -> None:
         assert len(labels) == 50 and len(set(labels.tolist())) == 50 and not np.any(labels % 4 == 1)
         labels, _ = index.search(query, 50, allowed=allowed)
         assert len(labels) == 50 and not np.any(labels % 3 == 0) and not np.any(labels % 4 == 1)
+
+
+def test_compacted_keeps_the_live_vectors_and_drops_the_dead_slots() -> None:
+    rng = np.random.default_rng(13)
+    vectors = _unit(rng, 400, dim=16)
+    index = HnswIndex(HnswParams(dim=16))
+    index.add(np.arange(400, dtype=np.int64), vectors)
+    index.add(np.arange(0, 400, 2, dtype=np.int64), _unit(rng, 200, dim=16))  # 200 replaced: dead slots
+    index.remove(range(1, 400, 4))
+    assert index.dead == 300
+    fresh = index.compacted()
+    assert fresh.dead == 0 and fresh.slots == len(index) == 300
+    assert fresh.labels().tolist() == index.labels().tolist()
+    np.testing.assert_allclose(fresh.vectors(index.labels()), index.vectors(index.labels()), atol=F16_ATOL)
+    for query in vectors[:10]:
+        assert fresh.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
