@@ -30,7 +30,7 @@ import numpy as np
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 
-__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE"]
+__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "read_label_file"]
 
 # An `allowed` filter this small is answered by exact cosine over its vectors: that is both exact
 # and faster than a graph walk that rejects most of the nodes it visits.
@@ -378,14 +378,19 @@ def _count(meta: dict[str, object], key: str, directory: Path) -> int:
     return value
 
 
-def _read_labels(path: Path, slots: int, crc: object) -> np.ndarray:
+def read_label_file(path: Path, size: int, what: str) -> np.ndarray:
+    """labels.npy as int64, checked to hold `size` integers (`what`: "slots" or "labels", for the error)."""
     try:
         labels = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise IndexStateError(f"{path} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
-    if labels.ndim != 1 or labels.size != slots or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
-        raise IndexStateError(f"{path} does not hold the {slots} slots params.json promises: {_REINDEX_HINT}")
-    labels = labels.astype(np.int64)
+    if labels.ndim != 1 or labels.size != size or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
+        raise IndexStateError(f"{path} does not hold the {size} {what} params.json promises: {_REINDEX_HINT}")
+    return labels.astype(np.int64)
+
+
+def _read_labels(path: Path, slots: int, crc: object) -> np.ndarray:
+    labels = read_label_file(path, slots, "slots")
     if crc != _crc(labels):  # the labels of another save (or edited): the graph's slots would lie
         raise IndexStateError(f"{path} is not the one saved with its vector index: {_REINDEX_HINT}")
     return labels

@@ -15,6 +15,7 @@ import hnswlib
 import numpy as np
 
 from engine.errors import IndexStateError
+from indexers.hnsw import read_label_file
 
 __all__ = ["read_hnswlib"]
 
@@ -24,7 +25,7 @@ _HINT = "run `convsearch reindex` to rebuild it"
 def read_hnswlib(directory: Path, dim: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(live labels ascending, their float32 vectors) of hnswlib's index.bin + labels.npy."""
     path = directory / "index.bin"
-    labels = _labels(directory / "labels.npy", count)
+    labels = np.sort(read_label_file(directory / "labels.npy", count, "labels"))
     stored = _header_count(path, dim, count)
     graph = hnswlib.Index(space="ip", dim=dim)
     try:
@@ -37,16 +38,6 @@ def read_hnswlib(directory: Path, dim: int, count: int) -> tuple[np.ndarray, np.
         return labels, np.zeros((0, dim), dtype=np.float32)
     rows = np.asarray(graph.get_items(labels.astype(np.uint64), return_type="numpy"), dtype=np.float32)
     return labels, rows.reshape(labels.size, dim)
-
-
-def _labels(path: Path, count: int) -> np.ndarray:
-    try:
-        labels = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise IndexStateError(f"{path} is missing or corrupt ({exc}): {_HINT}") from exc
-    if labels.ndim != 1 or labels.size != count or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
-        raise IndexStateError(f"{path} does not hold the {count} labels params.json promises: {_HINT}")
-    return np.sort(labels.astype(np.int64))
 
 
 def _header_count(path: Path, dim: int, count: int) -> int:
