@@ -43,7 +43,7 @@ from engine.errors import IndexStateError, InvalidInputError
 from indexers.mapped import release
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
-__all__ = ["Bm25Params", "Bm25Index"]
+__all__ = ["Bm25Params", "Bm25Index", "Bm25Match"]
 
 _FORMAT = 1
 _MAX_SEGMENTS = 8
@@ -76,6 +76,45 @@ def _as_labels(labels: Any) -> np.ndarray:
     if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max):
         raise InvalidInputError(f"labels must be a flat sequence of int64 values, got {arr.dtype} {arr.shape}")
     return arr.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Match:
+    """One query's accumulated scores (`Bm25Index.match`); valid until the index changes."""
+
+    index: Bm25Index
+    accumulated: tuple[np.ndarray, np.ndarray] | None  # (score per internal id, matched); None: no match
+
+    def top(self, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top k (labels, scores) among the matching documents (within `allowed`), best first;
+        equal scores rank the larger label first."""
+        k = operator.index(k)
+        if k < 0:
+            raise InvalidInputError(f"k must be >= 0, got {k}")
+        if self.accumulated is None or k == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        scores, matched = self.accumulated
+        if allowed is not None:
+            matched = matched & self.index._mask(allowed)
+        cand = np.flatnonzero(matched)
+        cand_scores = scores[cand]
+        if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
+            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
+            keep = cand_scores >= kth
+            cand, cand_scores = cand[keep], cand_scores[keep]
+        labels = self.index._labels[cand]
+        order = np.lexsort((labels, cand_scores))[::-1][:k]
+        return labels[order], cand_scores[order]
+
+    def scores_for(self, labels: np.ndarray) -> np.ndarray:
+        """BM25 score of each given label (0 for no match or a label not indexed)."""
+        wanted = _as_labels(labels)
+        out = np.zeros(len(wanted), np.float64)
+        if self.accumulated is not None:
+            ids = self.index._doc_ids(wanted)
+            hit = ids >= 0
+            out[hit] = self.accumulated[0][ids[hit]]
+        return out
 
 
 class Bm25Index:
@@ -194,6 +233,13 @@ class Bm25Index:
 
     # ----- queries
 
+    def match(self, query_tokens: Sequence[str]) -> Bm25Match:
+        """This query's scores over the index as it stands: the top list and any label's score.
+
+        Why: a search takes the top list, then the scores of the vector side's labels; one
+        accumulation serves both (at 1M windows it is most of a search's lexical time)."""
+        return Bm25Match(self, self._accumulate(query_tokens))
+
     def search(
         self, query_tokens: Sequence[str], k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -201,35 +247,11 @@ class Bm25Index:
 
         `allowed` restricts the candidates before the cut; equal scores rank the larger label first.
         """
-        k = operator.index(k)
-        if k < 0:
-            raise InvalidInputError(f"k must be >= 0, got {k}")
-        acc = self._accumulate(query_tokens)
-        if acc is None or k == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.float64)
-        scores, matched = acc
-        if allowed is not None:
-            matched &= self._mask(allowed)
-        cand = np.flatnonzero(matched)
-        cand_scores = scores[cand]
-        if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
-            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
-            keep = cand_scores >= kth
-            cand, cand_scores = cand[keep], cand_scores[keep]
-        labels = self._labels[cand]
-        order = np.lexsort((labels, cand_scores))[::-1][:k]
-        return labels[order], cand_scores[order]
+        return self.match(query_tokens).top(k, allowed)
 
     def scores_for(self, query_tokens: Sequence[str], labels: np.ndarray) -> np.ndarray:
         """BM25 score of each given label (0 for no match or a label not indexed)."""
-        wanted = _as_labels(labels)
-        out = np.zeros(len(wanted), np.float64)
-        acc = self._accumulate(query_tokens)
-        if acc is not None:
-            ids = self._doc_ids(wanted)
-            hit = ids >= 0
-            out[hit] = acc[0][ids[hit]]
-        return out
+        return self.match(query_tokens).scores_for(labels)
 
     def max_score(self, query_tokens: Sequence[str]) -> float:
         """Upper bound of any score for this query: sum of max(idf, 0) * (k1 + 1) per query token.

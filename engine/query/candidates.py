@@ -47,14 +47,15 @@ def window_candidates(shard: Shard, tokens: Sequence[str], vector: np.ndarray | 
     allowed = shard.allowed(intervals) if intervals is not None else None
     if allowed is not None and not len(allowed):
         return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None)
-    lexical_labels = shard.bm25.search(tokens, depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
+    lexical = shard.bm25.match(tokens)
+    lexical_labels = lexical.top(depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
     found = [lexical_labels] if mode != "vector" else []
     near, near_cosine = np.zeros(0, dtype=np.int64), np.zeros(0)
     if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
         near, near_cosine = shard.hnsw.search(vector, depth, allowed)
         found.append(near)
     labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
-    raw = np.asarray(shard.bm25.scores_for(tokens, labels), dtype=np.float64)
+    raw = np.asarray(lexical.scores_for(labels), dtype=np.float64)
     matched = np.isin(labels, lexical_labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None)

@@ -127,8 +127,9 @@ class SummaryIndex:
         entry = self._entry(user_id, with_vectors=query_vector is not None)
         filtered = intervals is not None
         labels = entry.spans.overlapping(intervals) if filtered else entry.every
-        raw = np.asarray(entry.bm25.scores_for(query_tokens, labels) if len(labels) else np.zeros(0), dtype=np.float64)
-        hits = (entry.bm25.search(query_tokens, len(labels), labels if filtered else None)[0]
+        lexical = entry.bm25.match(query_tokens)
+        raw = np.asarray(lexical.scores_for(labels) if len(labels) else np.zeros(0), dtype=np.float64)
+        hits = (lexical.top(len(labels), labels if filtered else None)[0]
                 if len(labels) and query_tokens else np.zeros(0))
         matched = np.isin(labels, hits) | (raw > 0)
         cosine = None
