@@ -214,6 +214,19 @@ class ChunkMap(MutableMapping[int, Chunk]):
             yield pa.RecordBatch.from_pydict(columns, schema=CHUNK_SCHEMA)
 
 
+    def columns(self, names: tuple[str, ...]) -> Iterator[dict[str, list]]:
+        """These fields of every live window, a batch at a time as Python lists. Why: a pass over
+        all windows (the cache's live hashes after a reindex) reads whole Arrow columns instead of
+        one `pread` per field per window (at 1M windows: ~35 s of a reindex's 330)."""
+        for start, batch in zip(self._starts.tolist(), self._batches):
+            alive = pa.array(self._alive[start:start + batch.num_rows])
+            yield {name: batch.column(name).filter(alive).to_pylist() for name in names}
+            drop_pages(self._mapping)
+        fresh = list(self._fresh.values())
+        if fresh:
+            yield {name: [getattr(c, name) for c in fresh] for name in names}
+
+
 def _row_index(labels: np.ndarray) -> np.ndarray | None:
     """label -> saved row (-1: none) as a dense int32 array: a shard hands labels out consecutively
     from 0, so it is about as long as the number of windows (4 bytes each) and a lookup is one

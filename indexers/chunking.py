@@ -44,6 +44,7 @@ __all__ = [
     "label_for",
     "render_line",
     "chunk_thread",
+    "lines_of",
 ]
 
 MAX_WINDOW_TOKENS = MODEL_MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256
@@ -86,9 +87,14 @@ class Chunk:
 
     def message_lines(self) -> tuple[str, ...]:
         """Each message's own line of the window, so a search can cite one without a store lookup."""
-        ends = self.line_ends or (len(self.text),)
-        starts = (0, *(end + 1 for end in ends[:-1]))  # lines are joined by one "\n"
-        return tuple(self.text[a:b] for a, b in zip(starts, ends))
+        return lines_of(self.text, self.line_ends)
+
+
+def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:
+    """A window's message lines, from its text and where each line ends (none: one line)."""
+    ends = line_ends or (len(text),)
+    starts = (0, *(end + 1 for end in ends[:-1]))  # lines are joined by one "\n"
+    return tuple(text[a:b] for a, b in zip(starts, ends))
 
 
 def speaker_label(message: Message) -> str:

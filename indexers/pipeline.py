@@ -24,7 +24,7 @@ from engine.models import Message
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
 from indexers.bm25 import Bm25Index, Bm25Params
-from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread
+from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
 from indexers.embedders import Embedder
 from engine.store.embedding_cache import content_hash
 from indexers.hnsw import HnswParams
@@ -272,10 +272,12 @@ class IndexPipeline:
     def live_hashes(self, user_id: str) -> set[str]:
         """The content hashes the user's shard still uses: its windows' and its message lines'."""
         shard = self.shard(user_id)
+        live: set[str] = set()
         with shard.lock:
-            chunks = list(shard.chunks.values())
-        live = {c.content_hash for c in chunks}
-        live.update(content_hash(line) for c in chunks if len(c.message_ids) > 1 for line in c.message_lines())
+            for part in shard.chunks.columns(("content_hash", "text", "line_ends")):
+                live.update(part["content_hash"])
+                live.update(content_hash(line) for text, ends in zip(part["text"], part["line_ends"]) if len(ends) > 1
+                            for line in lines_of(text, ends))
         return live
 
     def index(self, user_id: str, *, progress: Progress | None = None) -> IndexReport:

@@ -72,3 +72,15 @@ def test_sparse_labels_are_found_too(tmp_path: Path) -> None:
     loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
     assert all(loaded[label] == chunk for label, chunk in chunks.items())
     assert 4 not in loaded and sorted(loaded) == sorted(chunks)
+
+
+def test_columns_give_every_live_window_once_saved_and_fresh(tmp_path: Path) -> None:
+    _, loaded = _saved(tmp_path)
+    del loaded[4]
+    loaded[5] = _chunk(50)  # the saved row of label 5 is dead, its new window fresh
+    loaded[12] = _chunk(12, "t3")
+    rows = [(h, text, tuple(ends)) for part in loaded.columns(("content_hash", "text", "line_ends"))
+            for h, text, ends in zip(part["content_hash"], part["text"], part["line_ends"])]
+    expected = [(c.content_hash, c.text, c.line_ends) for c in (loaded[x] for x in loaded)]
+    assert sorted(rows) == sorted(expected) and len(rows) == 10
+    assert "h4" not in {h for h, _, _ in rows} and "h5" not in {h for h, _, _ in rows}

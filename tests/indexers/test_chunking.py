@@ -334,3 +334,10 @@ def test_message_lines_give_each_message_its_own_line():
     messages = [Message(f"m{i}", "t", "u", i + 1, "user", c, at, date(2024, 1, 1), "c") for i, c in enumerate(contents)]
     [chunk] = chunk_thread(messages, ChunkParams(window_tokens=200, overlap_messages=0), WordPieceCounter())
     assert chunk.message_lines() == tuple(f"User: {c}" for c in contents)
+
+
+def test_lines_of_splits_a_window_at_its_line_ends() -> None:
+    from indexers.chunking import lines_of
+
+    assert lines_of("Alice: hi\nBob: yes", (9, 18)) == ("Alice: hi", "Bob: yes")
+    assert lines_of("one line", ()) == ("one line",)  # no line ends: the whole text
