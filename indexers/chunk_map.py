@@ -213,7 +213,6 @@ class ChunkMap(MutableMapping[int, Chunk]):
             columns["has_vector"] = [k in has_vector for k, _ in part]
             yield pa.RecordBatch.from_pydict(columns, schema=CHUNK_SCHEMA)
 
-
     def columns(self, names: tuple[str, ...]) -> Iterator[dict[str, list]]:
         """These fields of every live window, a batch at a time as Python lists. Why: a pass over
         all windows (the cache's live hashes after a reindex) reads whole Arrow columns instead of
