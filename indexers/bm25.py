@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import os
 from dataclasses import dataclass, replace
 from functools import partial, reduce
@@ -41,6 +40,7 @@ import numpy as np
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.mapped import release
+from indexers.bm25_query import Bm25Match, TermPostings
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
 __all__ = ["Bm25Params", "Bm25Index", "Bm25Match"]
@@ -76,45 +76,6 @@ def _as_labels(labels: Any) -> np.ndarray:
     if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max):
         raise InvalidInputError(f"labels must be a flat sequence of int64 values, got {arr.dtype} {arr.shape}")
     return arr.astype(np.int64, copy=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Bm25Match:
-    """One query's accumulated scores (`Bm25Index.match`); valid until the index changes."""
-
-    index: Bm25Index
-    accumulated: tuple[np.ndarray, np.ndarray] | None  # (score per internal id, matched); None: no match
-
-    def top(self, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top k (labels, scores) among the matching documents (within `allowed`), best first;
-        equal scores rank the larger label first."""
-        k = operator.index(k)
-        if k < 0:
-            raise InvalidInputError(f"k must be >= 0, got {k}")
-        if self.accumulated is None or k == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.float64)
-        scores, matched = self.accumulated
-        if allowed is not None:
-            matched = matched & self.index._mask(allowed)
-        cand = np.flatnonzero(matched)
-        cand_scores = scores[cand]
-        if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
-            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
-            keep = cand_scores >= kth
-            cand, cand_scores = cand[keep], cand_scores[keep]
-        labels = self.index._labels[cand]
-        order = np.lexsort((labels, cand_scores))[::-1][:k]
-        return labels[order], cand_scores[order]
-
-    def scores_for(self, labels: np.ndarray) -> np.ndarray:
-        """BM25 score of each given label (0 for no match or a label not indexed)."""
-        wanted = _as_labels(labels)
-        out = np.zeros(len(wanted), np.float64)
-        if self.accumulated is not None:
-            ids = self.index._doc_ids(wanted)
-            hit = ids >= 0
-            out[hit] = self.accumulated[0][ids[hit]]
-        return out
 
 
 class Bm25Index:
@@ -234,11 +195,19 @@ class Bm25Index:
     # ----- queries
 
     def match(self, query_tokens: Sequence[str]) -> Bm25Match:
-        """This query's scores over the index as it stands: the top list and any label's score.
-
-        Why: a search takes the top list, then the scores of the vector side's labels; one
-        accumulation serves both (at 1M windows it is most of a search's lexical time)."""
-        return Bm25Match(self, self._accumulate(query_tokens))
+        """This query against the index as it stands: its top list and any label's score
+        (indexers/bm25_query.py). A search takes both from one match: the top list, then the
+        scores of the vector side's labels."""
+        tids, counts = self._query_terms(query_tokens)
+        weights = self._idf()[tids] * counts
+        slices: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(tids))]
+        for seg in self._segments:
+            pos = np.minimum(np.searchsorted(seg.terms, tids), len(seg.terms) - 1)
+            for j in np.flatnonzero(seg.terms[pos] == tids):
+                start, end = seg.ptr[pos[j]], seg.ptr[pos[j] + 1]
+                slices[j].append((seg.docs[start:end], seg.tfs[start:end]))
+        return Bm25Match(self, tuple(TermPostings(float(w), tuple(d for d, _ in found), tuple(f for _, f in found))
+                                     for w, found in zip(weights, slices) if found))
 
     def search(
         self, query_tokens: Sequence[str], k: int, allowed: np.ndarray | None = None
@@ -272,28 +241,22 @@ class Bm25Index:
         live = self._df[tids] > 0
         return tids[live], counts[live]
 
-    def _accumulate(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        """Dense (score per internal id, matched mask), or None when no document can match."""
-        tids, counts = self._query_terms(query_tokens)
-        if not len(tids):
-            return None
-        weights = self._idf()[tids] * counts
-        docs, tfs, slice_weights, lengths = [], [], [], []
-        for seg in self._segments:
-            pos = np.minimum(np.searchsorted(seg.terms, tids), len(seg.terms) - 1)
-            for j in np.flatnonzero(seg.terms[pos] == tids):
-                start, end = seg.ptr[pos[j]], seg.ptr[pos[j] + 1]
-                docs.append(seg.docs[start:end])
-                tfs.append(seg.tfs[start:end])
-                slice_weights.append(weights[j])
-                lengths.append(end - start)
-        doc = np.concatenate(docs)
-        tf = np.concatenate(tfs).astype(np.float64)
-        k1 = self.params.k1
-        contrib = np.repeat(slice_weights, lengths) * (tf * (k1 + 1)) / (tf + self._norm()[doc])
-        matched = np.zeros(len(self), bool)
-        matched[doc] = True
-        return np.bincount(doc, weights=contrib, minlength=len(self)), matched
+    # ----- what a match reads (indexers/bm25_query.py)
+
+    def labels_at(self, ids: np.ndarray) -> np.ndarray:
+        """The labels of these internal ids."""
+        return self._labels[ids]
+
+    def doc_ids(self, labels: Any) -> np.ndarray:
+        """Internal id of each label, -1 where it is not indexed."""
+        return self._doc_ids(_as_labels(labels))
+
+    def allowed_mask(self, allowed: np.ndarray) -> np.ndarray:
+        """Which internal ids the labels `allowed` name."""
+        return self._mask(allowed)
+
+    def length_norm(self) -> np.ndarray:
+        return self._norm()
 
     def _idf(self) -> np.ndarray:
         """rank_bm25's idf per term id: negative values floored to epsilon * mean idf of live terms."""

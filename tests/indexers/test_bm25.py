@@ -275,3 +275,30 @@ def test_load_detects_inconsistent_arrays(tmp_path: Path) -> None:
         Bm25Index.load(directory)
     with pytest.raises(IndexStateError):
         Bm25Index.load(tmp_path / "does-not-exist")
+
+
+def test_top_k_read_from_the_rare_terms_equals_summing_every_posting() -> None:
+    """The top list taken from the rarest terms' documents (MaxScore) is the exhaustive one, to the
+    float and the tie; scores_for by binary search equals the dense sum too."""
+    rng = np.random.default_rng(5)
+    common, rare = [f"c{i}" for i in range(4)], [f"r{i}" for i in range(400)]
+    docs = [[w for w in common if rng.random() < 0.5] + list(rng.choice(rare, int(rng.integers(0, 4))))
+            + ["c0"] * int(rng.integers(0, 3)) for _ in range(3000)]
+    index = Bm25Index()
+    index.add(list(range(0, 6000, 2)), docs)
+    index.remove(range(0, 600, 6))  # renumbered documents
+    pruned = 0
+    for _ in range(200):
+        query = [str(rng.choice(rare))] + list(rng.choice(common, int(rng.integers(1, 4))))
+        match, k = index.match(query), int(rng.integers(1, 30))
+        allowed = np.arange(0, 6000, 4) if rng.random() < 0.3 else None
+        mask = index.allowed_mask(allowed) if allowed is not None else None
+        pruned += match._pruned(k, mask) is not None  # noqa: SLF001
+        scores, matched = match._dense()  # noqa: SLF001
+        cand = np.flatnonzero(matched if mask is None else matched & mask)
+        labels, top = match._best(k, cand, scores[cand])  # noqa: SLF001
+        found, found_scores = match.top(k, allowed)
+        assert found.tolist() == labels.tolist() and found_scores.tolist() == top.tolist()
+        some = np.arange(0, 6000, 7)
+        assert match.scores_for(some).tolist() == [scores[i] if i >= 0 else 0.0 for i in index.doc_ids(some)]
+    assert pruned > 50  # the rare terms decided most of these top lists

@@ -1,0 +1,129 @@
+"""One query's BM25 over a `Bm25Index`: its top list and any document's score, both exact, reading
+no more of the postings than the question needs.
+
+Why: at 1M windows a query's common words have postings in the hundreds of thousands, and summing
+all of them into a dense array of every document was most of a search's time (docs/benchmarks.md).
+The top list first scores only the documents of the query's rarest term(s), the other terms' share
+read off their postings by binary search; when the k-th of those scores beats anything the other
+terms alone could give (their weights times k1 + 1: MaxScore, Turtle & Flood 1995), no other
+document can enter the list. Otherwise (one term, or rare terms too common), it sums every posting. A
+document's sum always adds its terms in ascending term id, so both ways give the same floats.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from indexers.bm25 import Bm25Index
+
+__all__ = ["TermPostings", "Bm25Match"]
+
+RARE_BUDGET = 1 / 16  # the rarer terms' postings read to find the top k: at most this share of the documents
+
+
+@dataclass(frozen=True, slots=True)
+class TermPostings:
+    """A query term's weight (idf times its count in the query) and its postings, a slice per segment."""
+
+    weight: float
+    docs: tuple[np.ndarray, ...]  # internal ids, ascending within each slice
+    tfs: tuple[np.ndarray, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(d) for d in self.docs)
+
+
+def contributions(weight: float, tfs: np.ndarray, docs: np.ndarray, norm: np.ndarray, k1: float) -> np.ndarray:
+    """BM25's term share of each posting: the one expression both ways of scoring use."""
+    tf = tfs.astype(np.float64)
+    return weight * (tf * (k1 + 1)) / (tf + norm[docs])
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Match:
+    """A query against the index as it stands (`Bm25Index.match`); valid until the index changes."""
+
+    index: Bm25Index
+    terms: tuple[TermPostings, ...]  # ascending term id
+
+    def top(self, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top k (labels, scores) among the matching documents (within `allowed`), best first;
+        equal scores rank the larger label first."""
+        k = operator.index(k)
+        if k < 0:
+            raise InvalidInputError(f"k must be >= 0, got {k}")
+        if not self.terms or k == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        mask = self.index.allowed_mask(allowed) if allowed is not None else None
+        found = self._pruned(k, mask)
+        if found is None:
+            scores, matched = self._dense()
+            cand = np.flatnonzero(matched if mask is None else matched & mask)
+            found = cand, scores[cand]
+        return self._best(k, *found)
+
+    def scores_for(self, labels: np.ndarray) -> np.ndarray:
+        """BM25 score of each given label (0 for no match or a label not indexed)."""
+        ids = self.index.doc_ids(labels)
+        out = np.zeros(len(ids), np.float64)
+        hit = ids >= 0
+        out[hit] = self._scores_of(ids[hit])
+        return out
+
+    def _best(self, k: int, cand: np.ndarray, cand_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
+            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
+            keep = cand_scores >= kth
+            cand, cand_scores = cand[keep], cand_scores[keep]
+        labels = self.index.labels_at(cand)
+        order = np.lexsort((labels, cand_scores))[::-1][:k]
+        return labels[order], cand_scores[order]
+
+    def _pruned(self, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, scores) holding the whole top k, read from the rarest terms' documents only;
+        None when no such split shows it (then every posting is summed)."""
+        n, k1 = len(self.index), self.index.params.k1
+        ordered = sorted(self.terms, key=lambda t: t.size)
+        for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
+            rare, common = ordered[:split], ordered[split:]
+            if sum(t.size for t in rare) > RARE_BUDGET * n:
+                return None
+            cand = np.unique(np.concatenate([d for t in rare for d in t.docs]))
+            if mask is not None:
+                cand = cand[mask[cand]]
+            if len(cand) < k:
+                continue
+            scores = self._scores_of(cand)
+            kth = np.partition(scores, len(cand) - k)[len(cand) - k]
+            if kth > sum(max(t.weight, 0.0) for t in common) * (k1 + 1):  # strictly: no outsider can tie
+                return cand, scores
+        return None
+
+    def _scores_of(self, ids: np.ndarray) -> np.ndarray:
+        """Exact scores of these internal ids, each term's share found by binary search."""
+        out = np.zeros(len(ids), np.float64)
+        norm, k1 = self.index.length_norm(), self.index.params.k1
+        for term in self.terms:  # ascending term id: the order the dense sum adds them in
+            for docs, tfs in zip(term.docs, term.tfs):
+                pos = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
+                hit = docs[pos] == ids
+                out[hit] += contributions(term.weight, tfs[pos[hit]], ids[hit], norm, k1)
+        return out
+
+    def _dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """(score of every document, which match any term): every posting, summed per document."""
+        n, norm, k1 = len(self.index), self.index.length_norm(), self.index.params.k1
+        doc = np.concatenate([d for t in self.terms for d in t.docs])
+        contrib = np.concatenate([contributions(t.weight, f, d, norm, k1)
+                                  for t in self.terms for d, f in zip(t.docs, t.tfs)])
+        matched = np.zeros(n, bool)
+        matched[doc] = True
+        return np.bincount(doc, weights=contrib, minlength=n), matched
