@@ -89,21 +89,25 @@ class Bm25Match:
 
     def _pruned(self, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, scores) holding the whole top k, read from the rarest terms' documents only;
-        None when no such split shows it (then every posting is summed)."""
+        None when no split of the terms shows it (then every posting is summed)."""
         n, k1 = len(self.index), self.index.params.k1
         ordered = sorted(self.terms, key=lambda t: t.size)
+        cand, scores, read = np.zeros(0, np.int64), np.zeros(0, np.float64), 0
         for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
-            rare, common = ordered[:split], ordered[split:]
-            if sum(t.size for t in rare) > RARE_BUDGET * n:
+            term = ordered[split - 1]
+            read += term.size
+            if read > RARE_BUDGET * n:
                 return None
-            cand = np.unique(np.concatenate([d for t in rare for d in t.docs]))
+            new = np.unique(np.concatenate(term.docs))
+            new = new[~np.isin(new, cand)] if len(cand) else new
             if mask is not None:
-                cand = cand[mask[cand]]
+                new = new[mask[new]]
+            # a document's score is whole (every term's share), so the earlier ones stay as they are
+            cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)))
             if len(cand) < k:
                 continue
-            scores = self._scores_of(cand)
             kth = np.partition(scores, len(cand) - k)[len(cand) - k]
-            if kth > sum(max(t.weight, 0.0) for t in common) * (k1 + 1):  # strictly: no outsider can tie
+            if kth > sum(max(t.weight, 0.0) for t in ordered[split:]) * (k1 + 1):  # strictly: no outsider ties
                 return cand, scores
         return None
 
