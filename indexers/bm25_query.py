@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TermPostings", "Bm25Match"]
 
+PRUNE_FROM = 65_536  # postings of all the query's terms: below it, summing them all is the cheaper way
 RARE_BUDGET = 1 / 16  # the rarer terms' postings read to find the top k: at most this share of the documents
 
 
@@ -91,6 +92,8 @@ class Bm25Match:
         """(documents, scores) holding the whole top k, read from the rarest terms' documents only;
         None when no split of the terms shows it (then every posting is summed)."""
         n, k1 = len(self.index), self.index.params.k1
+        if sum(t.size for t in self.terms) < PRUNE_FROM:
+            return None
         ordered = sorted(self.terms, key=lambda t: t.size)
         cand, scores, read = np.zeros(0, np.int64), np.zeros(0, np.float64), 0
         for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
