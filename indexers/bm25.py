@@ -256,6 +256,7 @@ class Bm25Index:
         return self._mask(allowed)
 
     def length_norm(self) -> np.ndarray:
+        """k1 * (1 - b + b * dl / avgdl) per internal id: the length part of BM25's denominator."""
         return self._norm()
 
     def _idf(self) -> np.ndarray:

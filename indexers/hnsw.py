@@ -30,7 +30,7 @@ import numpy as np
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 
-__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "read_label_file"]
+__all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "REINDEX_HINT", "read_label_file"]
 
 # An `allowed` filter this small is answered by exact cosine over its vectors: that is both exact
 # and faster than a graph walk that rejects most of the nodes it visits.
@@ -41,7 +41,7 @@ STORE = "faiss-hnsw-fp16"  # params.json's "store": what wrote index.faiss (abse
 _INDEX_FILE = "index.faiss"
 _PARAMS_FILE = "params.json"
 _LABELS_FILE = "labels.npy"  # the label of each slot, -1 for a dead one
-_REINDEX_HINT = "run `convsearch reindex` to rebuild it"
+REINDEX_HINT = "run `convsearch reindex` to rebuild it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +223,7 @@ class HnswIndex:
             params.sel = among.selector
         sims, slots = self._graph.search(query, k, params=params)
         if np.any(slots[0] < 0):
-            pool = self._label_of[: self.slots] >= 0 if among is None else among.bits
-            return self._search_exact(query[0], k, np.flatnonzero(pool))
+            return self._search_exact(query[0], k, np.flatnonzero((among or self._live_slots()).bits))
         return self._label_of[slots[0]], sims[0].astype(np.float32)
 
     def _search_exact(self, query: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,7 +265,7 @@ class HnswIndex:
         meta = _read_meta(directory)
         params = _params_of(meta, ef, directory)
         if dim is not None and dim != params.dim:
-            raise IndexStateError(f"the vector index in {directory} has dim {params.dim}, not {dim}: {_REINDEX_HINT}")
+            raise IndexStateError(f"the vector index in {directory} has dim {params.dim}, not {dim}: {REINDEX_HINT}")
         if "store" not in meta:
             from indexers.hnsw_legacy import read_hnswlib
 
@@ -280,13 +279,13 @@ class HnswIndex:
     @classmethod
     def _from_files(cls, directory: Path, params: HnswParams, meta: dict[str, object]) -> HnswIndex:
         if meta["store"] != STORE:
-            raise IndexStateError(f"the vector index in {directory} was written by {meta['store']!r}: {_REINDEX_HINT}")
+            raise IndexStateError(f"the vector index in {directory} was written by {meta['store']!r}: {REINDEX_HINT}")
         count, slots = _count(meta, "count", directory), _count(meta, "slots", directory)
         labels = _read_labels(directory / _LABELS_FILE, slots, meta.get("labels_crc32"))
         live = labels[labels >= 0]
         if live.size != count or np.unique(live).size != count:
             raise IndexStateError(f"{directory / _LABELS_FILE} does not hold the {count} labels params.json "
-                                  f"promises: {_REINDEX_HINT}")
+                                  f"promises: {REINDEX_HINT}")
         index = cls(params, capacity=max(slots, 1))
         index._graph = _read_graph(directory / _INDEX_FILE, params, slots)
         index._graph.hnsw.efSearch = params.ef
@@ -356,9 +355,9 @@ def _read_meta(directory: Path) -> dict[str, object]:
     try:
         meta = json.loads((directory / _PARAMS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
+        raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {REINDEX_HINT}") from exc
     if not isinstance(meta, dict) or meta.get("space", "ip") != "ip":
-        raise IndexStateError(f"the vector index in {directory} is not an inner-product index: {_REINDEX_HINT}")
+        raise IndexStateError(f"the vector index in {directory} is not an inner-product index: {REINDEX_HINT}")
     return meta
 
 
@@ -368,13 +367,13 @@ def _params_of(meta: dict[str, object], ef: int | None, directory: Path) -> Hnsw
                           ef_construction=int(meta["ef_construction"]),  # type: ignore[call-overload]
                           ef=int(meta["ef"] if ef is None else ef))  # type: ignore[call-overload]
     except (ValueError, KeyError, TypeError, InvalidInputError) as exc:
-        raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
+        raise IndexStateError(f"{directory / _PARAMS_FILE} is missing or corrupt ({exc}): {REINDEX_HINT}") from exc
 
 
 def _count(meta: dict[str, object], key: str, directory: Path) -> int:
     value = meta.get(key)
     if not isinstance(value, int) or value < 0:
-        raise IndexStateError(f"{directory / _PARAMS_FILE} has no valid {key!r}: {_REINDEX_HINT}")
+        raise IndexStateError(f"{directory / _PARAMS_FILE} has no valid {key!r}: {REINDEX_HINT}")
     return value
 
 
@@ -383,30 +382,30 @@ def read_label_file(path: Path, size: int, what: str) -> np.ndarray:
     try:
         labels = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        raise IndexStateError(f"{path} is missing or corrupt ({exc}): {_REINDEX_HINT}") from exc
+        raise IndexStateError(f"{path} is missing or corrupt ({exc}): {REINDEX_HINT}") from exc
     if labels.ndim != 1 or labels.size != size or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
-        raise IndexStateError(f"{path} does not hold the {size} {what} params.json promises: {_REINDEX_HINT}")
+        raise IndexStateError(f"{path} does not hold the {size} {what} params.json promises: {REINDEX_HINT}")
     return labels.astype(np.int64)
 
 
 def _read_labels(path: Path, slots: int, crc: object) -> np.ndarray:
     labels = read_label_file(path, slots, "slots")
     if crc != _crc(labels):  # the labels of another save (or edited): the graph's slots would lie
-        raise IndexStateError(f"{path} is not the one saved with its vector index: {_REINDEX_HINT}")
+        raise IndexStateError(f"{path} is not the one saved with its vector index: {REINDEX_HINT}")
     return labels
 
 
 def _read_graph(path: Path, params: HnswParams, slots: int) -> faiss.IndexHNSWSQ:
     """faiss's file, checked against params.json: its type, width, metric, degree and size."""
     if not path.is_file():
-        raise IndexStateError(f"{path} is missing: {_REINDEX_HINT}")
+        raise IndexStateError(f"{path} is missing: {REINDEX_HINT}")
     try:
         graph = faiss.read_index(str(path))
     except RuntimeError as exc:
-        raise IndexStateError(f"the vector index {path} is unreadable ({exc}): {_REINDEX_HINT}") from exc
+        raise IndexStateError(f"the vector index {path} is unreadable ({exc}): {REINDEX_HINT}") from exc
     if not isinstance(graph, faiss.IndexHNSWSQ) or (graph.d, graph.ntotal, graph.metric_type, _degree(graph)) != (
             params.dim, slots, faiss.METRIC_INNER_PRODUCT, params.m):
-        raise IndexStateError(f"the vector index {path} does not match its params.json: {_REINDEX_HINT}")
+        raise IndexStateError(f"the vector index {path} does not match its params.json: {REINDEX_HINT}")
     return graph
 
 

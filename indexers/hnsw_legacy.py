@@ -15,11 +15,9 @@ import hnswlib
 import numpy as np
 
 from engine.errors import IndexStateError
-from indexers.hnsw import read_label_file
+from indexers.hnsw import REINDEX_HINT, read_label_file
 
 __all__ = ["read_hnswlib"]
-
-_HINT = "run `convsearch reindex` to rebuild it"
 
 
 def read_hnswlib(directory: Path, dim: int, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -31,9 +29,9 @@ def read_hnswlib(directory: Path, dim: int, count: int) -> tuple[np.ndarray, np.
     try:
         graph.load_index(str(path), max_elements=max(stored, 1))
     except RuntimeError as exc:
-        raise IndexStateError(f"the vector index in {directory} is unreadable ({exc}): {_HINT}") from exc
+        raise IndexStateError(f"the vector index in {directory} is unreadable ({exc}): {REINDEX_HINT}") from exc
     if not set(labels.tolist()) <= set(graph.get_ids_list()):
-        raise IndexStateError(f"labels.npy does not match the vector index in {directory}: {_HINT}")
+        raise IndexStateError(f"labels.npy does not match the vector index in {directory}: {REINDEX_HINT}")
     if labels.size == 0:
         return labels, np.zeros((0, dim), dtype=np.float32)
     rows = np.asarray(graph.get_items(labels.astype(np.uint64), return_type="numpy"), dtype=np.float32)
@@ -50,12 +48,12 @@ def _header_count(path: Path, dim: int, count: int) -> int:
         with open(path, "rb") as handle:
             head = handle.read(48)
     except OSError as exc:
-        raise IndexStateError(f"{path} is missing ({exc}): {_HINT}") from exc
+        raise IndexStateError(f"{path} is missing ({exc}): {REINDEX_HINT}") from exc
     if len(head) < 48:
-        raise IndexStateError(f"{path} is truncated: {_HINT}")
+        raise IndexStateError(f"{path} is truncated: {REINDEX_HINT}")
     _, _, stored, _, label_offset, data_offset = struct.unpack("<6Q", head)
     if label_offset - data_offset != dim * 4:
-        raise IndexStateError(f"{path} holds vectors of another width than dim {dim}: {_HINT}")
+        raise IndexStateError(f"{path} holds vectors of another width than dim {dim}: {REINDEX_HINT}")
     if stored < count:
-        raise IndexStateError(f"{path} holds {stored} vectors, fewer than the {count} labels: {_HINT}")
+        raise IndexStateError(f"{path} holds {stored} vectors, fewer than the {count} labels: {REINDEX_HINT}")
     return stored

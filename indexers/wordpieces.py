@@ -28,7 +28,9 @@ PROBE_CHARS_PER_TOKEN = 16  # generous: real text rarely needs more characters p
 
 class TokenCounter(Protocol):
     """What the chunker needs of a counter: word pieces (no special tokens), and text cut into
-    pieces of at most max_tokens (WordPieceCounter; tests pass simpler ones)."""
+    pieces of at most max_tokens (WordPieceCounter; tests pass simpler ones). The chunker also uses
+    WordPieceCounter's `count_many`, `additive` and `split_counted` where a counter has them: fast
+    paths, each with the same result as these two."""
 
     def count(self, text: str) -> int: ...
 
