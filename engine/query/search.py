@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from engine.blas import limit_blas_threads
 from engine.query.candidates import MessageCandidates, expand_to_messages, window_candidates
 from engine.query.citation import make_snippet
 from engine.config import Settings
@@ -66,6 +67,7 @@ class Searcher:
         self.settings = settings
         self.clock = clock
         self.query_embedder = query_embedder
+        limit_blas_threads(settings.blas_threads)  # the process's: every product a search makes is small
 
     def search(self, user_id: str, query: str, *, day=None, recency_days=None, start=None, end=None,
                limit: int = DEFAULT_LIMIT, min_score: float | None = None, kinds: Sequence[str] = KINDS, explain: bool = False,
