@@ -73,11 +73,20 @@ class Bm25Match:
 
     def scores_for(self, labels: np.ndarray) -> np.ndarray:
         """BM25 score of each given label (0 for no match or a label not indexed)."""
+        return self.scored(labels)[0]
+
+    def scored(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(score, shares a query term) of each given label; a label not indexed scores 0, unmatched.
+        Many labels against few postings (a user's summaries) sum the postings once instead of a
+        binary search per label and term; both add a document's terms in the same order."""
         ids = self.index.doc_ids(labels)
-        out = np.zeros(len(ids), np.float64)
         hit = ids >= 0
-        out[hit] = self._scores_of(ids[hit])
-        return out
+        if len(ids) * len(self.terms) > sum(t.size for t in self.terms):
+            dense, matched = self._dense()
+            return np.where(hit, dense[ids], 0.0), hit & matched[ids]
+        out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
+        out[hit], matched[hit] = self._scores_of(ids[hit])
+        return out, matched
 
     def _best(self, k: int, cand: np.ndarray, cand_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
@@ -106,7 +115,7 @@ class Bm25Match:
             if mask is not None:
                 new = new[mask[new]]
             # a document's score is whole (every term's share), so the earlier ones stay as they are
-            cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)))
+            cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)[0]))
             if len(cand) < k:
                 continue
             kth = np.partition(scores, len(cand) - k)[len(cand) - k]
@@ -114,16 +123,17 @@ class Bm25Match:
                 return cand, scores
         return None
 
-    def _scores_of(self, ids: np.ndarray) -> np.ndarray:
-        """Exact scores of these internal ids, each term's share found by binary search."""
-        out = np.zeros(len(ids), np.float64)
+    def _scores_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(exact score, shares a query term) of these internal ids, each term's share found by binary search."""
+        out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
         norm, k1 = self.index.length_norm(), self.index.params.k1
         for term in self.terms:  # ascending term id: the order the dense sum adds them in
             for docs, tfs in zip(term.docs, term.tfs):
                 pos = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
                 hit = docs[pos] == ids
                 out[hit] += contributions(term.weight, tfs[pos[hit]], ids[hit], norm, k1)
-        return out
+                matched |= hit
+        return out, matched
 
     def _dense(self) -> tuple[np.ndarray, np.ndarray]:
         """(score of every document, which match any term): every posting, summed per document."""

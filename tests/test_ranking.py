@@ -24,6 +24,7 @@ from engine.query.ranking import (
     own_lexical,
     own_scores,
     passes_floor,
+    rank_at,
     ranks_of,
     rrf_fusion,
     summary_slots,
@@ -68,6 +69,15 @@ def test_vector_scores_are_clamped():
 def test_ranks_only_among_present():
     ranks = ranks_of(np.array([0.2, 0.9, 0.5, 0.7]), present=np.array([True, True, False, True]))
     assert ranks.tolist() == [3, 1, 0, 2]
+
+
+def test_one_entrys_rank_is_its_rank_among_all_ties_included():
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        scores = rng.integers(0, 5, int(rng.integers(1, 30))).astype(np.float64)  # many ties
+        present = rng.random(len(scores)) < 0.7
+        ranks = ranks_of(scores, present=present)
+        assert [rank_at(scores, present, i) or 0 for i in range(len(scores))] == ranks.tolist()
 
 
 def test_weighted_fusion_uses_the_weights():

@@ -13,12 +13,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from indexers.bm25_query import Bm25Match
 from indexers.chunking import Chunk
 from indexers.shard import Shard
 
-__all__ = ["WindowCandidates", "MessageCandidates", "window_candidates", "expand_to_messages"]
+__all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side", "query_idf", "window_candidates",
+           "expand_to_messages"]
 
 Intervals = Mapping[str, tuple[int, int]]  # thread -> (first seq, last seq) the filters allow
+# idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
+IDF_FLOOR = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,22 +45,44 @@ class MessageCandidates:
     shared: np.ndarray  # query weight (idf) its own line shares
 
 
-def window_candidates(shard: Shard, tokens: Sequence[str], vector: np.ndarray | None, mode: str,
-                      intervals: Intervals | None, depth: int) -> WindowCandidates:
-    """Union of the BM25 and HNSW top lists (within the filters), each scored by both sides."""
+@dataclass(frozen=True, slots=True)
+class LexicalSide:
+    """A query's BM25 side of a shard, read before its vector is known (the model runs meanwhile)."""
+
+    allowed: np.ndarray | None  # labels the filters allow; None: every label
+    match: Bm25Match
+    labels: np.ndarray  # the BM25 top list
+
+
+def lexical_side(shard: Shard, tokens: Sequence[str], intervals: Intervals | None, depth: int) -> LexicalSide | None:
+    """The BM25 top list within the filters, and the query's match for scoring the vector side's
+    windows later; None when the filters allow no window."""
     allowed = shard.allowed(intervals) if intervals is not None else None
     if allowed is not None and not len(allowed):
+        return None
+    match = shard.bm25.match(tokens)
+    labels = match.top(depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
+    return LexicalSide(allowed, match, labels)
+
+
+def query_idf(shard: Shard, tokens: Sequence[str]) -> dict[str, float]:
+    """Each query token's weight for a message's own line (`expand_to_messages`)."""
+    return {t: max(shard.bm25.max_score([t]), 0.0) + IDF_FLOOR for t in set(tokens)}
+
+
+def window_candidates(shard: Shard, lexical: LexicalSide | None, vector: np.ndarray | None, mode: str,
+                      depth: int) -> WindowCandidates:
+    """Union of the BM25 and HNSW top lists (within the filters), each scored by both sides."""
+    if lexical is None:
         return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None)
-    lexical = shard.bm25.match(tokens)
-    lexical_labels = lexical.top(depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
-    found = [lexical_labels] if mode != "vector" else []
+    found = [lexical.labels] if mode != "vector" else []
     near, near_cosine = np.zeros(0, dtype=np.int64), np.zeros(0)
     if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
-        near, near_cosine = shard.hnsw.search(vector, depth, allowed)
+        near, near_cosine = shard.hnsw.search(vector, depth, lexical.allowed)
         found.append(near)
     labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
-    raw = np.asarray(lexical.scores_for(labels), dtype=np.float64)
-    matched = np.isin(labels, lexical_labels) | (raw > 0)
+    raw = np.asarray(lexical.match.scores_for(labels), dtype=np.float64)
+    matched = np.isin(labels, lexical.labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None)
     cosine = np.full(len(labels), np.nan)
@@ -75,7 +101,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
 
     A message in two windows (they overlap) keeps the first, that is the better-scoring, one.
     """
-    wanted = frozenset(tokens)
+    wanted = sorted(set(tokens))  # a fixed order: the sum's float must not follow the process's hash seed
     seen: set[str] = set()
     ids: list[str] = []
     chunks: list[Chunk] = []
@@ -95,7 +121,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
             chunks.append(chunk)
             lines.append(line)
             windows.append(int(index))
-            shared.append(sum(idf[t] for t in wanted & line_tokens[line]))
+            shared.append(sum(idf[t] for t in wanted if t in line_tokens[line]))
     cosine = (shard.message_vectors.similarities(ids, vector) if vector is not None and ids
               else np.full(len(ids), np.nan))
     return MessageCandidates(tuple(ids), tuple(chunks), tuple(lines), np.asarray(windows, dtype=np.int64),

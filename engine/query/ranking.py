@@ -22,6 +22,7 @@ __all__ = [
     "normalise_lexical",
     "clamp_vector",
     "ranks_of",
+    "rank_at",
     "weighted_fusion",
     "rrf_fusion",
     "FusedScores",
@@ -107,6 +108,15 @@ def ranks_of(scores: np.ndarray, *, present: np.ndarray | None = None) -> np.nda
     return ranks
 
 
+def rank_at(scores: np.ndarray, present: np.ndarray, i: int) -> int | None:
+    """Entry i's rank in `ranks_of(scores, present=present)` (None when absent), read without sorting
+    everything: a search explains a few hits of thousands of candidates (a user's summaries)."""
+    if not present[i]:
+        return None
+    ahead = present & (scores > scores[i])
+    return int(ahead.sum() + (present[:i] & (scores[:i] == scores[i])).sum()) + 1
+
+
 def weighted_fusion(vector: np.ndarray, lexical: np.ndarray, *, vector_weight: float, lexical_weight: float) -> np.ndarray:
     """The hybrid base score: weights are renormalised so the result stays in 0..1."""
     total = vector_weight + lexical_weight
@@ -131,37 +141,36 @@ class FusedScores:
     has_vector: np.ndarray
     lexical: np.ndarray
     raw: np.ndarray
+    matched: np.ndarray  # ranked among the lexical matches
     fused: np.ndarray
-    vector_rank: np.ndarray  # 0: not ranked
-    lexical_rank: np.ndarray
     how: np.ndarray  # the fusion each score came from
 
     def parts(self, i: int) -> ScoreParts:
         return ScoreParts(vector=float(self.vector[i]) if self.has_vector[i] else None, lexical=float(self.lexical[i]),
                           lexical_raw=float(self.raw[i]), fused=float(self.fused[i]), penalty=1.0,
-                          vector_rank=int(self.vector_rank[i]) or None, lexical_rank=int(self.lexical_rank[i]) or None,
-                          fusion=str(self.how[i]))
+                          vector_rank=rank_at(self.vector, self.has_vector, i),
+                          lexical_rank=rank_at(self.raw, self.matched, i), fusion=str(self.how[i]))
 
 
 def fuse(raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, *, mode: str, fusion: str,
          vector_weight: float, lexical_weight: float, rrf_k: int) -> FusedScores:
     """Raw BM25 and cosine (NaN: no vector yet) of candidates -> one score each, by mode and fusion."""
-    raw = np.asarray(raw, dtype=np.float64)
+    raw, matched = np.asarray(raw, dtype=np.float64), np.asarray(matched, dtype=bool)
     lexical = normalise_lexical(raw, matched)
     has_vec = ~np.isnan(cosine) if cosine is not None else np.zeros(len(raw), dtype=bool)
     vector = clamp_vector(np.nan_to_num(cosine, nan=0.0)) if cosine is not None else np.zeros(len(raw))
-    lex_rank, vec_rank = ranks_of(raw, present=matched), ranks_of(vector, present=has_vec)
     if mode == "lexical":
         fused, how = lexical, np.full(len(raw), "lexical")
     elif mode == "vector":
         fused, how = vector, np.full(len(raw), "vector")
     elif fusion == "rrf":
-        fused, how = rrf_fusion(vec_rank, lex_rank, k=rrf_k), np.full(len(raw), "rrf")
+        fused = rrf_fusion(ranks_of(vector, present=has_vec), ranks_of(raw, present=matched), k=rrf_k)
+        how = np.full(len(raw), "rrf")
     else:
         both = weighted_fusion(vector, lexical, vector_weight=vector_weight, lexical_weight=lexical_weight)
         # a candidate not yet embedded is scored lexically rather than with a vector score of 0
         fused, how = np.where(has_vec, both, lexical), np.where(has_vec, "weighted", "lexical")
-    return FusedScores(vector, has_vec, lexical, raw, np.asarray(fused, dtype=np.float64), vec_rank, lex_rank, how)
+    return FusedScores(vector, has_vec, lexical, raw, matched, np.asarray(fused, dtype=np.float64), how)
 
 
 def own_lexical(shared: np.ndarray) -> np.ndarray:

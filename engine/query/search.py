@@ -13,12 +13,13 @@ import re
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from engine.blas import limit_blas_threads
-from engine.query.candidates import MessageCandidates, expand_to_messages, window_candidates
+from engine.query.candidates import (Intervals, LexicalSide, MessageCandidates, WindowCandidates, expand_to_messages,
+                                     lexical_side, query_idf, window_candidates)
 from engine.query.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
@@ -30,10 +31,10 @@ from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour
                                   own_scores, passes_floor, tie_break_key)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
-from engine.query.summary_index import Coverage, Spans, SummaryIndex
+from engine.query.summary_index import Coverage, Spans, SummaryIndex, SummaryMatches
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
-from indexers.embedders import DeadlineEmbedder
+from indexers.embedders import DeadlineEmbedder, PendingVectors
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
 from indexers.message_table import MessageCard
@@ -45,8 +46,24 @@ _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
 WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
 EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
-# idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
-IDF_FLOOR = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A query between `_begin` and `_finish`: its vector may still be on the model's worker."""
+
+    text: str
+    tokens: list[str]
+    vector: PendingVectors | None
+    mode: SearchMode | None  # as asked (None: hybrid when a vector comes)
+    fusion: str
+    notice: str | None  # why the search is lexical only, when it is
+
+
+class _Windows(NamedTuple):
+    found: WindowCandidates
+    fused: FusedScores
+    messages: MessageCandidates
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +102,18 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
-        q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
+        asked = self._begin(text, shard, mode, fusion or self.settings.fusion)  # the model starts on its worker
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
-        scored = self._scored_summaries(user_id, q, intervals) if "summary" in kinds or wants_context else None
-        messages = (self._message_hits(user_id, shard, q, intervals, limit, penalty, scored if wants_context else None)
-                    if "message" in kinds else [])
+        matches = (self.summaries.match(user_id, asked.tokens, intervals, with_vectors=asked.vector is not None)
+                   if "summary" in kinds or wants_context else None)
+        with shard.lock:  # BM25 is read while the model runs; then the vector side
+            lexical = lexical_side(shard, asked.tokens, intervals, self._depth(limit)) if "message" in kinds else None
+            idf = query_idf(shard, asked.tokens)
+            q, notice = self._finish(asked)
+            windows = self._windows(shard, lexical, idf, q, intervals, limit)
+        scored = self._scored_summaries(matches, q)
+        messages = (self._message_hits(user_id, shard, windows, q, limit, penalty, scored if wants_context else None)
+                    if windows is not None else [])
         floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
         summaries = (self._summary_hits(scored, q, limit, floor_of, shard, self.settings.summary_lead_margin)
                      if "summary" in kinds else [])
@@ -104,42 +128,52 @@ class Searcher:
         )
 
     # Query ----------------------------------------------------------------------------------
-    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
+    def _begin(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> _Asked:
+        """Tokens now, and the query's embedding started on the model's worker when the mode wants one."""
         tokens = shard.tokenizer.tokenize(text)
         if mode not in (None, "hybrid", "lexical", "vector"):
             raise InvalidInputError(f"mode must be hybrid, lexical or vector, got {mode!r}")
         if mode == "lexical":
-            return _Query(text, tokens, None, "lexical", fusion), None
-        vector, notice = self._embed_query(text, shard)
-        if vector is None:
-            return _Query(text, tokens, None, "lexical", fusion), notice
-        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
-
-    def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
+            return _Asked(text, tokens, None, mode, fusion, None)
         if self.query_embedder is None:
-            return None, "embeddings are disabled: lexical search only"
+            return _Asked(text, tokens, None, mode, fusion, "embeddings are disabled: lexical search only")
         if shard.hnsw is None or not shard.has_vector:
-            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
+            return _Asked(text, tokens, None, mode, fusion, None)  # no vectors yet: _pending_notice says what to run
         try:
-            return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
+            return _Asked(text, tokens, self.query_embedder.start([text], self.settings.embedding_timeout_s), mode,
+                          fusion, None)
         except EmbeddingUnavailableError as exc:
-            return None, f"lexical search only: {exc.message}"
+            return _Asked(text, tokens, None, mode, fusion, f"lexical search only: {exc.message}")
+
+    @staticmethod
+    def _finish(asked: _Asked) -> tuple[_Query, str | None]:
+        """The query with its vector (waited for within the deadline), or lexical when there is none."""
+        try:
+            vector = asked.vector.result()[0] if asked.vector is not None else None
+        except EmbeddingUnavailableError as exc:
+            vector, asked = None, replace(asked, notice=f"lexical search only: {exc.message}")
+        if vector is None:
+            return _Query(asked.text, asked.tokens, None, "lexical", asked.fusion), asked.notice
+        return _Query(asked.text, asked.tokens, vector, asked.mode or "hybrid", asked.fusion), asked.notice
 
     # Messages -------------------------------------------------------------------------------
-    def _message_hits(self, user_id: str, shard: Shard, q: _Query, intervals, limit: int, penalty: bool,
+    def _windows(self, shard: Shard, lexical: LexicalSide | None, idf: Mapping[str, float], q: _Query,
+                 intervals: Intervals | None, limit: int) -> _Windows | None:
+        """The best windows of both lists, fused, opened into their messages (the caller holds the shard's lock)."""
+        if lexical is None:
+            return None
+        found = window_candidates(shard, lexical, q.vector, q.mode, self._depth(limit))
+        if not len(found.labels):
+            return None
+        fused = self._fuse(found.raw, found.matched, found.cosine, q)
+        order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+        messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
+        return _Windows(found, fused, messages) if messages.message_ids else None
+
+    def _message_hits(self, user_id: str, shard: Shard, windows: _Windows, q: _Query, limit: int, penalty: bool,
                       summaries: "_ScoredSummaries | None") -> list[SearchHit]:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
-        depth = self._depth(limit)
-        with shard.lock:
-            found = window_candidates(shard, q.tokens, q.vector, q.mode, intervals, depth)
-            if not len(found.labels):
-                return []
-            fused = self._fuse(found.raw, found.matched, found.cosine, q)
-            order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
-            idf = {t: max(shard.bm25.max_score([t]), 0.0) + IDF_FLOOR for t in set(q.tokens)}
-            messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
-        if not messages.message_ids:
-            return []
+        found, fused, messages = windows
         window = fused.fused[messages.windows]
         own = own_scores(_own_cosines(messages, found.cosine), messages.shared, mode=q.mode,
                          vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
@@ -204,7 +238,8 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         q = _Query(query, shard.tokenizer.tokenize(query), vector, "hybrid", self.settings.fusion)
         with shard.lock:
-            found = window_candidates(shard, q.tokens, q.vector, q.mode, None, self._depth(limit))
+            found = window_candidates(shard, lexical_side(shard, q.tokens, None, self._depth(limit)), q.vector,
+                                      q.mode, self._depth(limit))
         fused = self._fuse(found.raw, found.matched, found.cosine, q)
         return found.labels[np.argsort(-fused.fused, kind="stable")[:limit]]
 
@@ -217,12 +252,11 @@ class Searcher:
                     lexical_weight=self.settings.lexical_weight, rrf_k=self.settings.rrf_k)
 
     # Summaries ------------------------------------------------------------------------------
-    def _scored_summaries(self, user_id: str, q: _Query, intervals) -> "_ScoredSummaries | None":
+    def _scored_summaries(self, matches: SummaryMatches | None, q: _Query) -> "_ScoredSummaries | None":
         """Every summary the filters allow, fused like windows: hits, and context for messages."""
-        matches = self.summaries.match(user_id, q.tokens, q.vector, intervals)
-        if not matches.summaries:
+        if matches is None or not matches.summaries:
             return None
-        fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine, q)
+        fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
         return _ScoredSummaries(matches.summaries, fused, matches.spans)
 
     @staticmethod
@@ -252,14 +286,13 @@ class _ScoredSummaries:
 
     def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
         """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
-        out = np.full(len(seqs), np.nan)
+        best = np.full(len(seqs), -np.inf)
         seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
-        for thread in set(thread_ids):  # a user has few threads: one broadcast per thread
-            rows, mine = self.spans.threads == thread, threads == thread
-            inside = (seqs_arr[mine, None] >= self.spans.starts[rows]) & (seqs_arr[mine, None] <= self.spans.ends[rows])
-            best = np.where(inside, self.scores.fused[rows], -np.inf).max(axis=1, initial=-np.inf)
-            out[mine] = np.where(np.isfinite(best), best, np.nan)
-        return out
+        for thread in set(thread_ids):  # a user has few threads
+            mine = np.flatnonzero(threads == thread)
+            at, rows = self.spans.covering(thread, seqs_arr[mine])
+            np.maximum.at(best, mine[at], self.scores.fused[rows])
+        return np.where(np.isfinite(best), best, np.nan)
 
 
 NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing

@@ -28,8 +28,12 @@ class SummaryMatches:
     summaries: tuple[Summary, ...]
     lexical_raw: np.ndarray
     matched: np.ndarray  # shares a term with the query
-    cosine: np.ndarray | None  # None when there are no vectors (lexical mode); NaN: no vector yet
+    vectors: np.ndarray | None  # of these summaries (NaN rows: no vector yet); None: not asked for, or none
     spans: "Spans"  # of these summaries, as arrays
+
+    def cosine(self, query_vector: np.ndarray | None) -> np.ndarray | None:
+        """Each summary's cosine with the query (NaN: no vector yet); None without both vectors."""
+        return None if query_vector is None or self.vectors is None else self.vectors @ query_vector
 
 
 class Coverage:
@@ -61,15 +65,30 @@ class Spans:
     threads: np.ndarray  # object: thread ids
     starts: np.ndarray  # from_seq
     ends: np.ndarray  # to_seq (inclusive)
+    by_start: np.ndarray  # rows in (thread, from_seq) order
+    blocks: dict[str, tuple[int, int]]  # thread -> its range of `by_start`
+    longest: int  # at least the most seqs one summary spans: how far before a seq a covering one can start
 
     @classmethod
     def of(cls, summaries: Sequence[Summary]) -> "Spans":
-        return cls(np.array([s.thread_id for s in summaries], dtype=object),
-                   np.array([s.from_seq for s in summaries], dtype=np.int64),
-                   np.array([s.to_seq for s in summaries], dtype=np.int64))
+        return cls.indexed(np.array([s.thread_id for s in summaries], dtype=object),
+                           np.array([s.from_seq for s in summaries], dtype=np.int64),
+                           np.array([s.to_seq for s in summaries], dtype=np.int64))
+
+    @classmethod
+    def indexed(cls, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> "Spans":
+        by_start = np.array(sorted(range(len(starts)), key=lambda i: (threads[i], starts[i])), dtype=np.int64)
+        longest = int((ends - starts).max()) + 1 if len(starts) else 0
+        return cls(threads, starts, ends, by_start, _blocks(threads[by_start]), longest)
 
     def take(self, rows: np.ndarray) -> "Spans":
-        return Spans(self.threads[rows], self.starts[rows], self.ends[rows])
+        """These rows (ascending, as `overlapping` gives them), keeping the order already sorted."""
+        renumbered = np.full(len(self.starts), -1, dtype=np.int64)
+        renumbered[rows] = np.arange(len(rows))
+        by_start = renumbered[self.by_start]
+        by_start = by_start[by_start >= 0]
+        threads = self.threads[rows]
+        return Spans(threads, self.starts[rows], self.ends[rows], by_start, _blocks(threads[by_start]), self.longest)
 
     def overlapping(self, intervals: dict[str, tuple[int, int]]) -> np.ndarray:
         """Rows whose span overlaps the allowed seq interval of their thread."""
@@ -77,6 +96,25 @@ class Spans:
         for thread_id, (lo, hi) in intervals.items():
             keep |= (self.threads == thread_id) & (self.starts <= hi) & (self.ends >= lo)
         return np.flatnonzero(keep)
+
+    def covering(self, thread_id: str, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in `seqs`, row) for every summary of the thread covering that seq: only the
+        summaries starting at most `longest` seqs before each one are tested, not all of them."""
+        first, last = self.blocks.get(thread_id, (0, 0))
+        rows = self.by_start[first:last]
+        starts = self.starts[rows]
+        lo, hi = np.searchsorted(starts, seqs - self.longest, "left"), np.searchsorted(starts, seqs, "right")
+        counts = hi - lo
+        at = np.repeat(np.arange(len(seqs)), counts)
+        tried = rows[np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())]
+        inside = self.ends[tried] >= seqs[at]
+        return at[inside], tried[inside]
+
+
+def _blocks(ordered_threads: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Each thread's (first, end) positions in an array sorted by thread."""
+    cuts = [0, *(np.flatnonzero(ordered_threads[1:] != ordered_threads[:-1]) + 1).tolist(), len(ordered_threads)]
+    return {ordered_threads[a]: (a, b) for a, b in zip(cuts, cuts[1:]) if b > a}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,22 +159,19 @@ class SummaryIndex:
         self._embedded[user_id] = revision
         return len(missing)
 
-    def match(self, user_id: str, query_tokens: list[str], query_vector: np.ndarray | None,
-              intervals: dict[str, tuple[int, int]] | None) -> SummaryMatches:
-        """Every summary of the user the filters allow, with its raw BM25 and cosine."""
-        entry = self._entry(user_id, with_vectors=query_vector is not None)
+    def match(self, user_id: str, query_tokens: list[str], intervals: dict[str, tuple[int, int]] | None, *,
+              with_vectors: bool) -> SummaryMatches:
+        """Every summary of the user the filters allow, with its raw BM25 (and its vector, for the
+        query's cosine once the query's vector is known: `SummaryMatches.cosine`)."""
+        entry = self._entry(user_id, with_vectors=with_vectors)
         filtered = intervals is not None
         labels = entry.spans.overlapping(intervals) if filtered else entry.every
-        lexical = entry.bm25.match(query_tokens)
-        raw = np.asarray(lexical.scores_for(labels) if len(labels) else np.zeros(0), dtype=np.float64)
-        hits = (lexical.top(len(labels), labels if filtered else None)[0]
-                if len(labels) and query_tokens else np.zeros(0))
-        matched = np.isin(labels, hits) | (raw > 0)
-        cosine = None
-        if query_vector is not None and entry.vectors is not None:  # no copy of the matrix when unfiltered
-            cosine = (entry.vectors[labels] if filtered else entry.vectors) @ query_vector
-        summaries = tuple(entry.summaries[i] for i in labels) if filtered else entry.summaries
-        return SummaryMatches(summaries, raw, matched, cosine, entry.spans.take(labels) if filtered else entry.spans)
+        raw, matched = entry.bm25.match(query_tokens).scored(labels)
+        vectors = entry.vectors if with_vectors else None
+        if filtered:
+            return SummaryMatches(tuple(entry.summaries[i] for i in labels), raw, matched,
+                                  vectors[labels] if vectors is not None else None, entry.spans.take(labels))
+        return SummaryMatches(entry.summaries, raw, matched, vectors, entry.spans)  # no copy of the matrix
 
     def coverage(self, user_id: str) -> "Coverage":
         """Which messages the user's summaries cover, for the search penalty (built once per change)."""

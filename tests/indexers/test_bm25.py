@@ -303,3 +303,21 @@ def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch
         some = np.arange(0, 6000, 7)
         assert match.scores_for(some).tolist() == [scores[i] if i >= 0 else 0.0 for i in index.doc_ids(some)]
     assert pruned > 50  # the rare terms decided most of these top lists
+
+
+def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float() -> None:
+    """A few labels are scored by binary search, many by summing the postings once: both give every
+    label the dense sum's float, and say which share a query term (even scoring <= 0)."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(60)]
+    index = Bm25Index()
+    index.add(list(range(0, 1600, 2)), [list(rng.choice(words, int(rng.integers(1, 9)))) for _ in range(800)])
+    index.remove(range(0, 200, 4))
+    for _ in range(100):
+        match = index.match(list(rng.choice(words, int(rng.integers(1, 4)))))
+        dense, matched = match._dense()  # noqa: SLF001
+        for labels in (rng.choice(1700, 3), np.arange(0, 1700)):  # binary search, then the dense way
+            ids = index.doc_ids(labels)
+            scores, shares = match.scored(labels)
+            assert scores.tolist() == [dense[i] if i >= 0 else 0.0 for i in ids]
+            assert shares.tolist() == [bool(i >= 0 and matched[i]) for i in ids]
