@@ -26,10 +26,12 @@ from engine.query.filters import SearchFilters, seq_intervals
 from engine.models import Summary, day_segment_id
 from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_matching, favour_named_speakers, fuse,
                                   lead_bar, lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
-                                  own_scores, passes_floor, tie_break_key)
+                                  own_scores, passes_floor, reply_lifts, tie_break_key, weigh_asking, with_phrases)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_index import Coverage, Spans, SummaryIndex
+from engine.query.phrases import pair_weight, query_pairs
+from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder
@@ -139,41 +141,45 @@ class Searcher:
         if not messages.message_ids:
             return []
         window = fused.fused[messages.windows]
-        own = own_scores(_own_cosines(messages, found.cosine), messages.shared, mode=q.mode,
-                         vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
         seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
+        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
+        lines = [_without_label(c.message_lines()[line], card.label) if card is not None else ""
+                 for c, line, card in zip(messages.chunks, messages.lines, cards)]
+        shared = self._with_phrases(messages.shared, lines, q.tokens, idf, shard)
+        own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,
+                         vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
         summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
                    else np.full(len(seqs), np.nan))
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
-        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
-        scores = self._turn_rules(scores, cards, q.text)
+        scores = self._turn_rules(scores, cards, lines, q.text)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         coverage = self.summaries.coverage(user_id)
         lexical = own_lexical(messages.shared)
         hits = []
         for i in best:
-            chunk, line, card = messages.chunks[i], messages.lines[i], cards[i]
+            chunk, card = messages.chunks[i], cards[i]
             if card is None:  # deleted since the shard was read
                 continue
             parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
                             own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
                             own_lexical=float(lexical[i]))
-            text = _without_label(chunk.message_lines()[line], card.label)
-            hits.append(self._hit(card, text, chunk, parts, coverage, penalty, q))
+            hits.append(self._hit(card, lines[i], chunk, parts, coverage, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
-    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
-        """The rules between turns: replies lifted by the match before them, then a named participant's turns
-        favoured (a reply weighs as its own speaker's turn: lifted the other way round, every reply to the
-        named participant outranked the rest, which LOO rejected), then the turns of a date the query names."""
+    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
+                    text: str) -> np.ndarray:
+        """The rules between turns: replies lifted by the match before them (more after a question), turns
+        that ask weighed when the query asks, then a named participant's turns favoured (a reply weighs as its
+        own speaker's turn: lifted the other way round, every reply to the named participant outranked the
+        rest, which LOO rejected), then the turns of a date the query names."""
         at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
         previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
                             dtype=np.int64)
-        scores = lift_replies(scores, previous, lift=self.settings.reply_lift)
+        scores = self._question_rules(scores, previous, lines, asks(text))
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
         scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
@@ -182,6 +188,30 @@ class Searcher:
             return scores
         held = np.array([card is not None and when.holds(card.day_label) for card in cards], dtype=bool)
         return favour_matching(scores, held, other_weight=self.settings.outside_time_weight)
+
+    def _with_phrases(self, shared: np.ndarray, lines: Sequence[str], tokens: Sequence[str],
+                      idf: dict[str, float], shard: Shard) -> np.ndarray:
+        """`with_phrases`: each line's shared query weight, with the query's word pairs it holds side by side."""
+        pairs = query_pairs(tokens)
+        if self.settings.phrase_weight <= 0 or not pairs:
+            return shared
+        held = np.array([pair_weight(pairs, shard.tokenizer.tokenize(line), idf) for line in lines])
+        return with_phrases(shared, held, weight=self.settings.phrase_weight)
+
+    def _question_rules(self, scores: np.ndarray, previous: np.ndarray, lines: Sequence[str], query_asks: bool
+                        ) -> np.ndarray:
+        """`lift_replies`; when the query asks, the reply to a question by `question_reply_lift` (when higher),
+        then `weigh_asking`. A query that does not ask (an id, a few words) keeps the plain lift: the turn
+        holding "A-7731" must not tie with the reply to its closing question."""
+        s = self.settings
+        if not query_asks or (s.question_reply_lift <= s.reply_lift and s.question_turn_weight == 1.0):
+            return lift_replies(scores, previous, lift=s.reply_lift)  # the text of the turns is not read
+        ending = np.array([ends_asking(line) for line in lines], dtype=bool)
+        after = np.where(previous >= 0, ending[np.maximum(previous, 0)], False)
+        scores = lift_replies(scores, previous, lift=reply_lifts(after, lift=s.reply_lift,
+                                                                  question_lift=s.question_reply_lift))
+        share = np.array([asking_share(line) for line in lines])
+        return weigh_asking(scores, share, weight=s.question_turn_weight)
 
     def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
              q: _Query) -> SearchHit:
