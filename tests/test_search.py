@@ -86,6 +86,16 @@ def test_the_answer_outranks_the_question_that_asks_for_it(engine):
     assert before.index("alice-0056") < before.index("alice-0012")  # what the rules change
 
 
+def test_the_query_words_side_by_side_outrank_the_same_words_apart(engine):
+    # alice-0061 holds "row", "level" and "security", never as "row-level security"; alice-0057 holds the phrase
+    ids = [h.message_id for h in engine.search("alice", "row-level security", limit=20, kinds=("message",)).results]
+    assert ids.index("alice-0061") > ids.index("alice-0057")
+    off = RankingOverrides(settings={"phrase_weight": 0.0})
+    before = [h.message_id for h in engine.search_experiment("alice", "row-level security", off, limit=20,
+                                                             kinds=("message",)).results]
+    assert before.index("alice-0061") < before.index("alice-0057")  # what the rule changes
+
+
 def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):
     # req-9120 sits in the middle of a 6,701-character log: neither its head nor its tail holds it
     response = engine.search("alice", "req-9120", kinds=("message",))
