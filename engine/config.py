@@ -125,6 +125,22 @@ class Settings(BaseSettings):
         description="A turn scores at least this fraction of the turn right before it: the reply after a strong "
         "match is often the evidence (0 turns it off). docs/benchmarks.md.",
     )
+    phrase_weight: float = Field(
+        1.0, ge=0,
+        description="A turn's own keyword match counts the query's word pairs it holds side by side this much "
+        "(as much again as the two words' weight at 1; 0 turns it off). docs/benchmarks.md.",
+    )
+    question_turn_weight: float = Field(
+        0.7, gt=0, le=1,
+        description="When the query asks a question, a turn that asks one weighs this much, by the share of it "
+        "that asks: the turn most like a question is often the same question, the answer a statement (1 turns "
+        "it off). docs/benchmarks.md.",
+    )
+    question_reply_lift: float = Field(
+        1.0, ge=0, le=1,
+        description="When the query asks a question, the reply to a turn that ends with a question scores at "
+        "least this fraction of it, when higher than reply_lift (0 turns it off). docs/benchmarks.md.",
+    )
     outside_time_weight: float = Field(
         0.7, gt=0, le=1,
         description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "

@@ -63,12 +63,37 @@ def test_a_line_that_matches_nothing_does_not_ride_on_its_window(engine):
 
 
 def test_the_reply_after_a_strong_match_is_lifted(engine):
-    response = engine.search("alice", "what did we decide about the database?", limit=20, kinds=("message",),
-                             explain=True)
+    plain = RankingOverrides(settings={"question_turn_weight": 1.0, "question_reply_lift": 0.0})  # reply_lift alone
+    response = engine.search_experiment("alice", "what did we decide about the database?", plain, limit=20,
+                                        kinds=("message",), explain=True)
     by_id = {h.message_id: h for h in response.results}
     question, answer = by_id["alice-0056"], by_id["alice-0057"]
     assert answer.parts.fused == pytest.approx(0.9 * question.parts.fused)  # lifted by the question it answers
     assert answer.parts.fused > answer.parts.own
+
+
+def test_the_answer_outranks_the_question_that_asks_for_it(engine):
+    # alice-0056 asks "what did we decide about the database, and what's left ...?"; 0057 answers it
+    ids = [h.message_id for h in engine.search("alice", "what did we decide about the database?", limit=20,
+                                               kinds=("message",)).results]
+    assert ids[0] == "alice-0057"
+    asked = engine.search("alice", "which database did we choose", limit=20, kinds=("message",)).results
+    ids = [h.message_id for h in asked]
+    assert ids.index("alice-0012") < ids.index("alice-0056")  # ADR-007 before the question that recalls it
+    off = RankingOverrides(settings={"question_turn_weight": 1.0, "question_reply_lift": 0.0})
+    before = [h.message_id for h in engine.search_experiment("alice", "which database did we choose", off,
+                                                             limit=20, kinds=("message",)).results]
+    assert before.index("alice-0056") < before.index("alice-0012")  # what the rules change
+
+
+def test_the_query_words_side_by_side_outrank_the_same_words_apart(engine):
+    # alice-0061 holds "row", "level" and "security", never as "row-level security"; alice-0057 holds the phrase
+    ids = [h.message_id for h in engine.search("alice", "row-level security", limit=20, kinds=("message",)).results]
+    assert ids.index("alice-0061") > ids.index("alice-0057")
+    off = RankingOverrides(settings={"phrase_weight": 0.0})
+    before = [h.message_id for h in engine.search_experiment("alice", "row-level security", off, limit=20,
+                                                             kinds=("message",)).results]
+    assert before.index("alice-0061") < before.index("alice-0057")  # what the rule changes
 
 
 def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):

@@ -43,6 +43,7 @@ class MessageCandidates:
     windows: np.ndarray  # index into the window candidates of that window
     cosine: np.ndarray  # the message's own cosine with the query, NaN without a vector
     shared: np.ndarray  # query weight (idf) its own line shares
+    tokens: tuple[frozenset[str], ...]  # its own line's lexical tokens (with the speaker's label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
     lines: list[int] = []
     windows: list[int] = []
     shared: list[float] = []
+    own_tokens: list[frozenset[str]] = []
     for index in order:
         label = int(labels[index])
         chunk = shard.chunks[label]
@@ -122,7 +124,8 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
             lines.append(line)
             windows.append(int(index))
             shared.append(sum(idf[t] for t in wanted if t in line_tokens[line]))
+            own_tokens.append(line_tokens[line])
     cosine = (shard.message_vectors.similarities(ids, vector) if vector is not None and ids
               else np.full(len(ids), np.nan))
     return MessageCandidates(tuple(ids), tuple(chunks), tuple(lines), np.asarray(windows, dtype=np.int64),
-                             np.asarray(cosine, dtype=np.float64), np.asarray(shared, dtype=np.float64))
+                             np.asarray(cosine, dtype=np.float64), np.asarray(shared, dtype=np.float64), tuple(own_tokens))

@@ -2,10 +2,11 @@
 
 Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at 1.0), cosine ->
 `clamp_vector`; both -> `weighted_fusion` (or `rrf_fusion`) per window and per summary; each
-message of the best windows -> `own_scores` (its own line) -> `message_scores` (own, its best
-window, its covering summary, context `earned` by the own line) -> `lift_replies` (the turn
-after a strong match) -> `favour_named_speakers` -> `favour_matching` for a date the query
-names -> `apply_penalty` for messages a summary covers ->
+message of the best windows -> `own_scores` (its own line, `with_phrases` for the query's word
+pairs it holds) -> `message_scores` (own, its best window, its covering summary, context `earned`
+by the own line) -> `lift_replies` (the turn after a strong match; by `reply_lifts`, more after a
+question) -> `weigh_asking` (turns that ask) -> `favour_named_speakers` -> `favour_matching` for a
+date the query names -> `apply_penalty` for messages a summary covers ->
 `tie_break_key` (score, newer day, newer message) -> `merge_summaries_first`.
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "FusedScores",
     "fuse",
     "own_lexical",
+    "with_phrases",
     "own_scores",
     "earned",
     "message_scores",
@@ -35,6 +37,8 @@ __all__ = [
     "favour_named_speakers",
     "favour_matching",
     "lift_replies",
+    "reply_lifts",
+    "weigh_asking",
     "apply_penalty",
     "passes_floor",
     "tie_break_key",
@@ -180,6 +184,12 @@ def own_lexical(shared: np.ndarray) -> np.ndarray:
     return shared / top if top > 0 else np.zeros_like(shared)
 
 
+def with_phrases(shared: np.ndarray, pairs: np.ndarray, *, weight: float) -> np.ndarray:
+    """The query weight a line shares, plus `weight` times that of the query's word pairs it holds
+    side by side (engine.query.phrases): "support group" together says more than the two words apart."""
+    return np.asarray(shared, dtype=np.float64) + weight * np.asarray(pairs, dtype=np.float64)
+
+
 def own_scores(cosine: np.ndarray, shared: np.ndarray, *, mode: str, vector_weight: float,
                lexical_weight: float) -> np.ndarray:
     """How well each message's own line matches: its cosine and the query weight (idf) it shares.
@@ -250,17 +260,36 @@ def favour_matching(scores: np.ndarray, matching: np.ndarray, *, other_weight: f
     return np.where(matching, scores, other_weight * scores) if matching.any() else scores
 
 
-def lift_replies(scores: np.ndarray, previous: np.ndarray, *, lift: float) -> np.ndarray:
-    """A turn scores at least `lift` times the turn right before it (`previous`: its index, -1: none).
+def lift_replies(scores: np.ndarray, previous: np.ndarray, *, lift: float | np.ndarray) -> np.ndarray:
+    """A turn scores at least `lift` times the turn right before it (`previous`: its index, -1: none;
+    `lift`: one for all, or one per turn).
 
     The turn that matches a question is often the other speaker's question or the setup; the
     evidence is the reply ("another rejection..." -> "I won't let it slow me down").
     """
     scores, previous = np.asarray(scores, dtype=np.float64), np.asarray(previous, dtype=np.int64)
-    if not len(scores) or lift <= 0:
+    lift = np.broadcast_to(np.asarray(lift, dtype=np.float64), scores.shape)
+    if not len(scores) or not (lift > 0).any():
         return scores
     before = np.where(previous >= 0, scores[np.maximum(previous, 0)], 0.0)
     return np.maximum(scores, lift * before)
+
+
+def reply_lifts(previous_asks: np.ndarray, *, lift: float, question_lift: float) -> np.ndarray:
+    """Each turn's `lift_replies` factor: `question_lift` (when higher) for the reply to a turn that
+    ends with a question, `lift` for the others; a question is answered in the turn after it."""
+    previous_asks = np.asarray(previous_asks, dtype=bool)
+    return np.where(previous_asks, max(lift, question_lift), lift)
+
+
+def weigh_asking(scores: np.ndarray, asking: np.ndarray, *, weight: float) -> np.ndarray:
+    """A turn that asks weighs `weight` (1: no change), by the share of it that asks (`asking`, 0..1).
+
+    Asked a question, the turn most like it is often the same question asked in the conversation
+    ("what did we decide about the database?"); the answer is a statement.
+    """
+    scores, asking = np.asarray(scores, dtype=np.float64), np.asarray(asking, dtype=np.float64)
+    return scores * (1.0 - (1.0 - weight) * asking)
 
 
 def apply_penalty(covered: bool, penalty: float) -> float:

@@ -25,13 +25,16 @@ from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.text_rules import check_text, check_unit_interval
 from engine.query.filters import SearchFilters, seq_intervals
-from engine.models import Summary, day_segment_id
+from engine.models import day_segment_id
 from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_matching, favour_named_speakers, fuse,
                                   lead_bar, lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
-                                  own_scores, passes_floor, tie_break_key)
+                                  own_scores, passes_floor, reply_lifts, tie_break_key, weigh_asking, with_phrases)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
-from engine.query.summary_index import Coverage, Spans, SummaryIndex, SummaryMatches
+from engine.query.summary_hits import ScoredSummaries
+from engine.query.summary_index import Coverage, SummaryIndex, SummaryMatches
+from engine.query.phrases import pair_weight, query_pairs
+from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder, PendingVectors
@@ -64,6 +67,7 @@ class _Windows(NamedTuple):
     found: WindowCandidates
     fused: FusedScores
     messages: MessageCandidates
+    idf: Mapping[str, float]  # each query token's weight for a message's own line
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,48 +172,52 @@ class Searcher:
         fused = self._fuse(found.raw, found.matched, found.cosine, q)
         order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
         messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
-        return _Windows(found, fused, messages) if messages.message_ids else None
+        return _Windows(found, fused, messages, idf) if messages.message_ids else None
 
     def _message_hits(self, user_id: str, shard: Shard, windows: _Windows, q: _Query, limit: int, penalty: bool,
-                      summaries: "_ScoredSummaries | None") -> list[SearchHit]:
+                      summaries: ScoredSummaries | None) -> list[SearchHit]:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
-        found, fused, messages = windows
+        found, fused, messages, idf = windows
         window = fused.fused[messages.windows]
-        own = own_scores(_own_cosines(messages, found.cosine), messages.shared, mode=q.mode,
-                         vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
         seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
+        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
+        lines = [_without_label(c.message_lines()[line], card.label) if card is not None else ""
+                 for c, line, card in zip(messages.chunks, messages.lines, cards)]
+        shared = self._with_phrases(messages, lines, q.tokens, idf, shard)
+        own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,
+                         vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
         summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
                    else np.full(len(seqs), np.nan))
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
-        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
-        scores = self._turn_rules(scores, cards, q.text)
+        scores = self._turn_rules(scores, cards, lines, q.text)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         coverage = self.summaries.coverage(user_id)
         lexical = own_lexical(messages.shared)
         hits = []
         for i in best:
-            chunk, line, card = messages.chunks[i], messages.lines[i], cards[i]
+            chunk, card = messages.chunks[i], cards[i]
             if card is None:  # deleted since the shard was read
                 continue
             parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
                             own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
                             own_lexical=float(lexical[i]))
-            text = _without_label(chunk.message_lines()[line], card.label)
-            hits.append(self._hit(card, text, chunk, parts, coverage, penalty, q))
+            hits.append(self._hit(card, lines[i], chunk, parts, coverage, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
-    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], text: str) -> np.ndarray:
-        """The rules between turns: replies lifted by the match before them, then a named participant's turns
-        favoured (a reply weighs as its own speaker's turn: lifted the other way round, every reply to the
-        named participant outranked the rest, which LOO rejected), then the turns of a date the query names."""
+    def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
+                    text: str) -> np.ndarray:
+        """The rules between turns: replies lifted by the match before them (more after a question), turns
+        that ask weighed when the query asks, then a named participant's turns favoured (a reply weighs as its
+        own speaker's turn: lifted the other way round, every reply to the named participant outranked the
+        rest, which LOO rejected), then the turns of a date the query names."""
         at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
         previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
                             dtype=np.int64)
-        scores = lift_replies(scores, previous, lift=self.settings.reply_lift)
+        scores = self._question_rules(scores, previous, lines, asks(text))
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
         scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
@@ -218,6 +226,33 @@ class Searcher:
             return scores
         held = np.array([card is not None and when.holds(card.day_label) for card in cards], dtype=bool)
         return favour_matching(scores, held, other_weight=self.settings.outside_time_weight)
+
+    def _with_phrases(self, messages: MessageCandidates, lines: Sequence[str], tokens: Sequence[str],
+                      idf: Mapping[str, float], shard: Shard) -> np.ndarray:
+        """`with_phrases`: each line's shared query weight, with the query's word pairs it holds side by side
+        (only a line holding both words of a pair is tokenized again, in order)."""
+        pairs = query_pairs(tokens)
+        if self.settings.phrase_weight <= 0 or not pairs:
+            return messages.shared
+        held = np.array([pair_weight(pairs, shard.tokenizer.tokenize(line), idf)
+                         if any(a in words and b in words for a, b in pairs) else 0.0
+                         for line, words in zip(lines, messages.tokens)])
+        return with_phrases(messages.shared, held, weight=self.settings.phrase_weight)
+
+    def _question_rules(self, scores: np.ndarray, previous: np.ndarray, lines: Sequence[str], query_asks: bool
+                        ) -> np.ndarray:
+        """`lift_replies`; when the query asks, the reply to a question by `question_reply_lift` (when higher),
+        then `weigh_asking`. A query that does not ask (an id, a few words) keeps the plain lift: the turn
+        holding "A-7731" must not tie with the reply to its closing question."""
+        s = self.settings
+        if not query_asks or (s.question_reply_lift <= s.reply_lift and s.question_turn_weight == 1.0):
+            return lift_replies(scores, previous, lift=s.reply_lift)  # the text of the turns is not read
+        ending = np.array([ends_asking(line) for line in lines], dtype=bool)
+        after = np.where(previous >= 0, ending[np.maximum(previous, 0)], False)
+        scores = lift_replies(scores, previous, lift=reply_lifts(after, lift=s.reply_lift,
+                                                                  question_lift=s.question_reply_lift))
+        share = np.array([asking_share(line) for line in lines])
+        return weigh_asking(scores, share, weight=s.question_turn_weight)
 
     def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
              q: _Query) -> SearchHit:
@@ -252,91 +287,20 @@ class Searcher:
                     lexical_weight=self.settings.lexical_weight, rrf_k=self.settings.rrf_k)
 
     # Summaries ------------------------------------------------------------------------------
-    def _scored_summaries(self, matches: SummaryMatches | None, q: _Query) -> "_ScoredSummaries | None":
+    def _scored_summaries(self, matches: SummaryMatches | None, q: _Query) -> ScoredSummaries | None:
         """Every summary the filters allow, fused like windows: hits, and context for messages."""
         if matches is None or not matches.summaries:
             return None
         fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
-        return _ScoredSummaries(matches.summaries, fused, matches.spans)
+        return ScoredSummaries(matches.summaries, fused, matches.spans)
 
     @staticmethod
-    def _summary_hits(summaries: "_ScoredSummaries | None", q: _Query, limit: int,
-                      messages: list[SearchHit], shard: Shard, margin: float) -> list[SearchHit]:
+    def _summary_hits(summaries: ScoredSummaries | None, q: _Query, limit: int, messages: list[SearchHit], shard: Shard,
+                      margin: float) -> list[SearchHit]:
         if summaries is None:
             return []
-        bar = lead_bar(messages[0].score if messages else None, margin)
-        fused = summaries.scores.fused
-        leading = np.flatnonzero((fused > 0) & (fused >= bar))
-        # rank by the hits' own tie-breaks, then build (snippets and all) only the `limit` that can show
-        days = np.array([d.toordinal() if (d := summaries.summaries[i].day_label) else 0 for i in leading])
-        ranked = leading[np.lexsort((-summaries.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
-        best = _distinct_spans([summaries.summaries[i] for i in ranked], ranked, limit)
-        hits = [_summary_hit(summaries.summaries[i], summaries.scores.parts(i), q, shard) for i in best]
-        hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
-        return hits
-
-
-@dataclass(frozen=True, slots=True)
-class _ScoredSummaries:
-    """The summaries the filters allow, their fused scores, and their spans as arrays."""
-
-    summaries: tuple[Summary, ...]
-    scores: FusedScores
-    spans: Spans
-
-    def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
-        """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
-        best = np.full(len(seqs), -np.inf)
-        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
-        for thread in set(thread_ids):  # a user has few threads
-            mine = np.flatnonzero(threads == thread)
-            at, rows = self.spans.covering(thread, seqs_arr[mine])
-            np.maximum.at(best, mine[at], self.scores.fused[rows])
-        return np.where(np.isfinite(best), best, np.nan)
-
-
-NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing
-
-
-def _distinct_spans(ranked: Sequence[Summary], rows: np.ndarray, limit: int) -> list[int]:
-    """Up to `limit` rows, best first, none over nearly the same span as another (overlap over union
-    >= NEAR_SAME_SPAN): of such a pair (a conversation and its day) the shorter span, the more specific
-    one, shows, in the better one's place."""
-    kept: list[tuple[Summary, int]] = []
-    for summary, row in zip(ranked, rows):
-        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(summary, other)), None)
-        if twin is None:
-            if len(kept) < limit:
-                kept.append((summary, int(row)))
-        elif _span(summary) < _span(kept[twin][0]):
-            kept[twin] = (summary, int(row))
-    return [row for _, row in kept]
-
-
-def _span(summary: Summary) -> int:
-    return summary.to_seq - summary.from_seq + 1
-
-
-def _near_same(a: Summary, b: Summary) -> bool:
-    if a.thread_id != b.thread_id:
-        return False
-    overlap = min(a.to_seq, b.to_seq) - max(a.from_seq, b.from_seq) + 1
-    return overlap > 0 and overlap / (max(a.to_seq, b.to_seq) - min(a.from_seq, b.from_seq) + 1) >= NEAR_SAME_SPAN
-
-
-def _summary_hit(summary: Summary, parts: ScoreParts, q: _Query, shard: Shard) -> SearchHit:
-    """A summary hit with its day (a conversation summary: the day it started) and its time span."""
-    first, last = shard.messages.get(summary.thread_id, summary.from_seq), shard.messages.get(summary.thread_id,
-                                                                                              summary.to_seq)
-    day = summary.day_label or (first.day_label if first else None)
-    return SearchHit(
-        kind="summary", score=round(parts.final, 6), thread_id=summary.thread_id, day_label=day,
-        day_segment_id=day_segment_id(summary.thread_id, day) if day else None,
-        snippet=make_snippet(summary.markdown, q.text.split() + q.tokens), covered_by_summary=False,
-        from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
-        summary_kind=summary.kind, parts=parts, started_at=first.created_at if first else None,
-        ended_at=last.created_at if last else None,
-    )
+        return summaries.hits(lead_bar(messages[0].score if messages else None, margin), limit,
+                              q.text.split() + q.tokens, shard)
 
 
 def _own_cosines(messages: MessageCandidates, window_cosine: np.ndarray | None) -> np.ndarray:

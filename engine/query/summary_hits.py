@@ -1,0 +1,93 @@
+"""Summaries as search results: scored like windows, context for the messages they cover, and hits
+of their own when they lead (engine.query.search merges them first)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from engine.models import Summary, day_segment_id
+from engine.query.citation import make_snippet
+from engine.query.ranking import FusedScores, ScoreParts, tie_break_key
+from engine.query.search_types import SearchHit
+from engine.query.summary_index import Spans
+from indexers.shard import Shard
+
+__all__ = ["ScoredSummaries", "NEAR_SAME_SPAN"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSummaries:
+    """The summaries the filters allow, their fused scores, and their spans as arrays."""
+
+    summaries: tuple[Summary, ...]
+    scores: FusedScores
+    spans: Spans
+
+    def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
+        """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
+        best = np.full(len(seqs), -np.inf)
+        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
+        for thread in set(thread_ids):  # a user has few threads
+            mine = np.flatnonzero(threads == thread)
+            at, rows = self.spans.covering(thread, seqs_arr[mine])
+            np.maximum.at(best, mine[at], self.scores.fused[rows])
+        return np.where(np.isfinite(best), best, np.nan)
+
+    def hits(self, bar: float, limit: int, words: list[str], shard: Shard) -> list[SearchHit]:
+        """The summaries scoring at least `bar` as hits, best first, at most `limit`, none over nearly
+        another's span; ranked by the hits' own tie-breaks before any snippet is built."""
+        fused = self.scores.fused
+        leading = np.flatnonzero((fused > 0) & (fused >= bar))
+        days = np.array([d.toordinal() if (d := self.summaries[i].day_label) else 0 for i in leading])
+        ranked = leading[np.lexsort((-self.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
+        best = _distinct_spans([self.summaries[i] for i in ranked], ranked, limit)
+        hits = [_summary_hit(self.summaries[i], self.scores.parts(i), words, shard) for i in best]
+        hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
+        return hits
+
+
+NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing
+
+
+def _distinct_spans(ranked: Sequence[Summary], rows: np.ndarray, limit: int) -> list[int]:
+    """Up to `limit` rows, best first, none over nearly the same span as another (overlap over union
+    >= NEAR_SAME_SPAN): of such a pair (a conversation and its day) the shorter span, the more specific
+    one, shows, in the better one's place."""
+    kept: list[tuple[Summary, int]] = []
+    for summary, row in zip(ranked, rows):
+        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(summary, other)), None)
+        if twin is None:
+            if len(kept) < limit:
+                kept.append((summary, int(row)))
+        elif _span(summary) < _span(kept[twin][0]):
+            kept[twin] = (summary, int(row))
+    return [row for _, row in kept]
+
+
+def _span(summary: Summary) -> int:
+    return summary.to_seq - summary.from_seq + 1
+
+
+def _near_same(a: Summary, b: Summary) -> bool:
+    if a.thread_id != b.thread_id:
+        return False
+    overlap = min(a.to_seq, b.to_seq) - max(a.from_seq, b.from_seq) + 1
+    return overlap > 0 and overlap / (max(a.to_seq, b.to_seq) - min(a.from_seq, b.from_seq) + 1) >= NEAR_SAME_SPAN
+
+
+def _summary_hit(summary: Summary, parts: ScoreParts, words: list[str], shard: Shard) -> SearchHit:
+    """A summary hit with its day (a conversation summary: the day it started) and its time span."""
+    first, last = shard.messages.get(summary.thread_id, summary.from_seq), shard.messages.get(summary.thread_id,
+                                                                                              summary.to_seq)
+    day = summary.day_label or (first.day_label if first else None)
+    return SearchHit(
+        kind="summary", score=round(parts.final, 6), thread_id=summary.thread_id, day_label=day,
+        day_segment_id=day_segment_id(summary.thread_id, day) if day else None,
+        snippet=make_snippet(summary.markdown, words), covered_by_summary=False,
+        from_seq=summary.from_seq, to_seq=summary.to_seq, summary_id=summary.summary_id,
+        summary_kind=summary.kind, parts=parts, started_at=first.created_at if first else None,
+        ended_at=last.created_at if last else None,
+    )
