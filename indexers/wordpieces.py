@@ -106,7 +106,11 @@ class WordPieceCounter:
         """The count of a plain text as the sum of its words' (memoised) counts; None otherwise."""
         if self._word_counts is None or not _plain(text):
             return None
-        return sum(self._counts_of(_BERT_WORD.findall(text.lower())))
+        words = _BERT_WORD.findall(text.lower())
+        try:  # every word known (the usual case): sum straight from the memo, no list of counts
+            return sum(map(self._word_counts.__getitem__, words))
+        except KeyError:
+            return sum(self._counts_of(words))
 
     def _counts_of(self, words: list[str]) -> list[int]:
         """Each word's count, from the memo or tokenized (once, all new words in one batch)."""

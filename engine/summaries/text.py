@@ -78,7 +78,8 @@ def count_words(text: str) -> int:
     """Words, counting two CJK characters as one (CJK text has no spaces between words); `word_count`
     is the memoised one."""
     if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
-        return len([w for w in map(str.strip, text.split(), repeat(_ASCII_NOT_ALNUM)) if w])
+        words = text.split()  # only a word with other characters can strip to nothing
+        return len(words) - len([w for w in words if not w.isalnum() and not w.strip(_ASCII_NOT_ALNUM)])
     cjk = len(CJK.findall(text))
     return sum(any(c.isalnum() for c in w) for w in CJK.sub(" ", text).split()) + (cjk + 1) // 2
 
