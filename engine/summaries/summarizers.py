@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
@@ -42,6 +42,9 @@ SECTIONS = ("Summary", "Goals", "Decisions", "Open loops", "Next steps")
 NONE_NOTED = "- none noted"
 MAX_BULLETS = 5
 TITLE_WORDS = (5, 8)
+# keywords clamp_title can read: it pads a title of k < TITLE_WORDS[0] words, skipping a keyword only when
+# one of those k words is that keyword, until it has TITLE_WORDS[0]: at most k skips and 5 - k additions
+TITLE_PADDING = TITLE_WORDS[0]
 COVER_WORDS = 200  # word budget of the quotes that cover the conversation's topics (LoCoMo dev, LOO: docs/benchmarks.md)
 
 
@@ -132,6 +135,19 @@ def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     return out
 
 
+def _each_sentence(messages: Sequence[Message]) -> Iterator[_Sentence]:
+    """`_sentences` one at a time (a title reads only the first few)."""
+    for index, m in enumerate(messages):
+        speaker, role = speaker_label(m), m.role
+        for said in said_in(m.content):
+            yield _Sentence(said, speaker, index, role)
+
+
+def _by_count(item: tuple[str, int]) -> tuple[int, str]:
+    """Keywords by count, then alphabetically."""
+    return -item[1], item[0]
+
+
 def _answered(question: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> bool:
     """A question counts as answered when a later message of the other side shares a content word."""
     words = set(content_words(question.text))
@@ -191,12 +207,14 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     return [sentences[i] for i in sorted(chosen)]
 
 
-def _first_request(sentences: list[_Sentence]) -> _Sentence | None:
+def _first_request(sentences: Iterable[_Sentence]) -> _Sentence | None:
     """The user's first sentence that says something (not "Morning!" or "Back after lunch.")."""
-    said = (s for s in sentences if _says_something(s.text))  # lazily: the first few decide
+    each = iter(sentences)
+    head = next(each, None)
+    said = (s for s in chain(() if head is None else (head,), each) if _says_something(s.text))  # lazily: first few
     first = next(said, None)
     if first is None:
-        return sentences[0] if sentences else None
+        return head
     return first if first.role == "user" else next((s for s in said if s.role == "user"), first)
 
 
@@ -246,10 +264,11 @@ class ExtractiveSummarizer:
 
     def title(self, messages: Sequence[Message]) -> str:
         turns = _quotable(messages)
-        first = _first_request(_sentences(turns))
+        first = _first_request(_each_sentence(turns))  # the first few messages decide
         base = _strip_filler(first.text) if first is not None else ""
-        keywords = Counter(w for m in turns for w in spaced_words(m.content))
-        ranked = [w for w, _ in sorted(keywords.items(), key=lambda kv: (-kv[1], kv[0]))]
+        keywords = Counter(chain.from_iterable(spaced_words(m.content) for m in turns))
+        # clamp_title reads at most TITLE_PADDING of them: the top of the ranking, as sorting all would give
+        ranked = [w for w, _ in heapq.nsmallest(TITLE_PADDING, keywords.items(), key=_by_count)]
         if not base and not ranked:
             return "Untitled conversation with no content yet"
         return clamp_title(base, ranked)
