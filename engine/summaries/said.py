@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from itertools import repeat
+from typing import NamedTuple
 
 from engine.summaries.cues import cue_section
 from engine.summaries.text import CHAT_WORDS, STOPWORDS, WORD, content_words, count_words, memo, sentences_in
@@ -28,9 +28,10 @@ def topic_words(text: str) -> list[str]:
     return [w for w in content_words(text) if w not in CHAT_WORDS]
 
 
-@dataclass(frozen=True, slots=True)
-class Said:
-    """One quotable sentence and what the summary rules read of it."""
+class Said(NamedTuple):
+    """One quotable sentence and what the summary rules read of it. A NamedTuple, not a dataclass:
+    a tuple of plain values leaves the garbage collector's tracked set, so the memo of 16k
+    messages' records does not make every later collection (and so the lexical update) slower."""
 
     text: str
     size: int  # words of its quote (a quote is cut at MAX_QUOTE_WORDS)
