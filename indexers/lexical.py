@@ -27,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from engine.config import default
 from engine.errors import InvalidInputError
@@ -157,10 +157,10 @@ class LexicalTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         raw = self._raw_tokens(text)
-        final: Sequence[str | None] = list(map(self._final.get, raw))
-        if None in final:
-            final = self._resolve(raw)
-        return list(filter(None, final))
+        try:  # every raw token seen before (the usual case): one pass through the memo
+            return list(filter(None, map(self._final.__getitem__, raw)))
+        except KeyError:
+            return list(filter(None, self._resolve(raw)))
 
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         """`tokenize` over many texts (kept for callers that batch)."""

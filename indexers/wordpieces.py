@@ -106,7 +106,11 @@ class WordPieceCounter:
         """The count of a plain text as the sum of its words' (memoised) counts; None otherwise."""
         if self._word_counts is None or not _plain(text):
             return None
-        return sum(self._counts_of(_BERT_WORD.findall(text.lower())))
+        words = _BERT_WORD.findall(text.lower())
+        try:  # every word known (the usual case): sum straight from the memo, no list of counts
+            return sum(map(self._word_counts.__getitem__, words))
+        except KeyError:
+            return sum(self._counts_of(words))
 
     def _counts_of(self, words: list[str]) -> list[int]:
         """Each word's count, from the memo or tokenized (once, all new words in one batch)."""
@@ -153,6 +157,27 @@ class WordPieceCounter:
         word_start[np.cumsum(counts) - counts] = True
         return np.repeat(word_starts, counts).tolist(), word_start.tolist()
 
+    def _split_words(self, text: str, max_tokens: int) -> list[tuple[str, int]] | None:
+        """`split_counted` of plain text planned word by word: the cuts the token plan
+        (`_plain_starts`, `_split_at`) makes, each piece ending where the word holding its
+        (max_tokens + 1)-th token starts, without a list of every token's start (a long message
+        has thousands). None when a word counts more than max_tokens (or none)."""
+        parts = _BERT_WORD_SPLIT.split(text.lower())  # gap, word, gap, ..., gap; lower() keeps offsets
+        counts = self._counts_of(parts[1::2])
+        if counts and (max(counts) > max_tokens or min(counts) < 1):
+            return None
+        starts = list(itertools.accumulate(map(len, parts)))[0:-1:2]  # each word's first character
+        before = list(itertools.accumulate(counts, initial=0))  # tokens before each word, then the total
+        total = before.pop()
+        pieces: list[tuple[str, int]] = []
+        word = begin = 0
+        while before and before[word] + max_tokens < total:
+            cut = bisect.bisect_right(before, before[word] + max_tokens) - 1  # > word: no word is too long
+            pieces.append((text[begin:starts[cut]], before[cut] - before[word]))
+            word, begin = cut, starts[cut]
+        pieces.append((text[begin:], total - (before[word] if before else 0)))
+        return pieces
+
     def split(self, text: str, max_tokens: int) -> list[str]:
         """Consecutive pieces covering `text`, each <= max_tokens, cut at token starts.
 
@@ -170,6 +195,9 @@ class WordPieceCounter:
         """
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        planned = self._split_words(text, max_tokens) if self.exact and self.additive(text) else None
+        if planned is not None:
+            return planned
         starts, word_start, summed = self._token_starts(text, longest=max_tokens)
         # Plan on offsets alone and check all pieces in one batch; re-count piece by piece only if
         # some piece re-tokenizes longer (a cut inside a word). Both give the same pieces when all fit.

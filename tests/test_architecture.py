@@ -39,7 +39,9 @@ ENGINE_PARTS = {"store", "pipeline", "searcher", "navigator", "summaries", "summ
 # store per variant (the point: minutes instead of a replay per variant), which no facade call does.
 # peers/locomo.py runs our engine beside the peers in one process: it reads the corpus's turns from
 # the store, the embedder from the pipeline and times the searcher with the query vector given.
-READS_ENGINE_PARTS = {"benchmarks/run_scale.py", "benchmarks/locomo_summary_probe.py", "benchmarks/peers/locomo.py"}
+# ingest_fingerprint.py hashes what ingest wrote: the store's rows and the shard's windows and BM25 index.
+READS_ENGINE_PARTS = {"benchmarks/run_scale.py", "benchmarks/locomo_summary_probe.py", "benchmarks/peers/locomo.py",
+                      "benchmarks/ingest_fingerprint.py"}
 # argparse's own names, which its documentation uses: private to argparse, not to the engine.
 LIBRARY_PRIVATES = {"_SubParsersAction", "_actions"}
 STORE = "engine.store"

@@ -14,17 +14,19 @@ from pathlib import Path
 import pytest
 
 from engine.summaries import summarizers as s
+from engine.summaries.said import MAX_QUOTE_WORDS, QUESTION, Said, topic_words
+from engine.summaries.text import count_words
 
 
 def _naive_covering(sentences: list[s._Sentence], budget: int) -> list[s._Sentence]:
     """SumBasic as first written: every round re-scores the whole pool."""
-    words = [sorted(set(s._topic_words(x.text))) for x in sentences]  # summed in the engine's order
+    words = [sorted(set(topic_words(x.text))) for x in sentences]  # summed in the engine's order
     counts = Counter(w for ws in words for w in ws)
     total = sum(counts.values())
     weight = {w: c / total for w, c in counts.items()}
     pool = [i for i, x in enumerate(sentences)
-            if words[i] and not s._QUESTION.search(x.text) and not x.text.endswith((":", "："))]
-    size = [min(s.word_count(x.text), s.MAX_QUOTE_WORDS) for x in sentences]
+            if words[i] and not QUESTION.search(x.text) and not x.text.endswith((":", "："))]
+    size = [min(count_words(x.text), MAX_QUOTE_WORDS) for x in sentences]
     chosen: list[int] = []
     while pool:
         best = max(pool, key=lambda i: (sum(weight[w] for w in words[i]) / math.sqrt(len(words[i])), -i))
@@ -39,14 +41,18 @@ def _naive_covering(sentences: list[s._Sentence], budget: int) -> list[s._Senten
     return [sentences[i] for i in sorted(chosen)]
 
 
+def _sentence(text: str, index: int) -> s._Sentence:
+    return s._Sentence(Said.of(text, count_words(text)), "User", index, "user")
+
+
 def test_lazy_covering_chooses_what_rescoring_everything_chooses() -> None:
     rng = random.Random(7)
     vocab = [f"topic{i}" for i in range(40)] + ["the", "and", "thanks", "awesome"]
     for _ in range(300):
         words = vocab[: rng.choice([4, 12, 44])]  # few words: many exact ties
         sentences = [
-            s._Sentence(" ".join(rng.choice(words) for _ in range(rng.choice([0, 1, 3, 6, 20, 40])))
-                        + rng.choice([".", "?", ":", "!"]), "User", i, "user")
+            _sentence(" ".join(rng.choice(words) for _ in range(rng.choice([0, 1, 3, 6, 20, 40])))
+                      + rng.choice([".", "?", ":", "!"]), i)
             for i in range(rng.choice([1, 5, 30, 120]))
         ]
         budget = rng.choice([0, 12, 60, 200])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from datetime import date, datetime, timezone
 from functools import lru_cache
 
@@ -341,3 +343,32 @@ def test_lines_of_splits_a_window_at_its_line_ends() -> None:
 
     assert lines_of("Alice: hi\nBob: yes", (9, 18)) == ("Alice: hi", "Bob: yes")
     assert lines_of("one line", ()) == ("one line",)  # no line ends: the whole text
+
+
+@PROPERTY
+@given(st.lists(st.text(alphabet=PLAIN, max_size=30) | st.sampled_from(WORDS), max_size=120).map(" ".join),
+       st.integers(1, 40))
+def test_word_plan_cuts_where_the_token_plan_cuts(text: str, max_tokens: int) -> None:
+    """Plain text is split word by word (`_split_words`); the plan over every token's start that
+    it replaced must give the same pieces and counts whenever it applies."""
+    from indexers.wordpieces import _split_at
+
+    c = counter()
+    planned = c._split_words(text, max_tokens) if c.additive(text) else None
+    tokens = c._plain_starts(text, max_tokens) if c.additive(text) else None
+    assert (planned is None) == (tokens is None)
+    if planned is not None and tokens is not None:
+        starts, word_start = tokens
+        pieces = _split_at(text, starts, word_start, max_tokens, lambda piece: True)
+        ends = [bisect.bisect_left(starts, end) for end in itertools.accumulate(map(len, pieces))]
+        assert planned == list(zip(pieces, (b - a for a, b in zip([0, *ends], ends))))
+
+
+def test_word_plan_cuts_long_plain_messages_as_the_token_plan_does() -> None:
+    c = counter()
+    for n, budget in ((400, 7), (900, 60), (50, 3), (2000, 250)):
+        text = words(n) + " end. " + words(n // 3, "v")
+        starts, word_start = c._plain_starts(text, budget)
+        from indexers.wordpieces import _split_at
+        pieces = _split_at(text, starts, word_start, budget, lambda piece: True)
+        assert [p for p, _ in c._split_words(text, budget)] == pieces

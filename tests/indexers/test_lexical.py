@@ -135,3 +135,16 @@ def test_any_text_yields_clean_deterministic_tokens(text: str) -> None:
 @given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=60))
 def test_ascii_case_does_not_matter(text: str) -> None:
     assert TOK.tokenize(text.upper()) == TOK.tokenize(text.lower())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["The", "meetings", "moved", "to", "Tuesday", "café", "東京タワー", "order_id", "v1.2",
+                                 "don't", "et", "les", "running", "x" * 30, "ÉTÉ", "snake_case", "a-b"]), max_size=30))
+def test_tokens_from_the_memo_are_the_tokens_of_a_fresh_tokenizer(words: list[str]) -> None:
+    """A warm tokenizer reads every token from its memo in one pass; it must give what computing
+    them afresh gives, stop words dropped in place."""
+    text = " ".join(words)
+    warm = LexicalTokenizer()
+    first = warm.tokenize(text)
+    assert warm.tokenize(text) == first == LexicalTokenizer().tokenize(text)
+    assert warm.tokenize(text + " " + text) == first + first

@@ -1,0 +1,111 @@
+"""The extractive summarizer's text helpers: sentences, word counts and content words, memoised
+by text. Pure functions of the text, kept apart from the summary rules that use them."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache, wraps
+from itertools import repeat
+from typing import Callable, TypeVar
+
+__all__ = ["split_sentences", "sentences_in", "word_count", "count_words", "WORD", "content_words", "spaced_words",
+           "memo", "normalise",
+           "CJK", "STOPWORDS", "CHAT_WORDS"]
+
+T = TypeVar("T")
+
+_CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
+# after . ! ? … with white space; after CJK full stops with or without it
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#・•]+|\d+[.)])\s*")
+WORD = re.compile(r"[\w'-]+", re.U)
+_ASCII_NOT_ALNUM = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+STOPWORDS = frozenset(
+    "a an and are as at be but by can could do does for from had has have how i if in into is it its "
+    "just let me my no not of on or our so that the their them then there these this to up was we "
+    "what when where which who why will with would you your yes ok okay about also should shall "
+    "since because while before after than very really "
+    "le la les un une des du de et est en que qui pour pas sur dans avec ce cette ces je tu il elle "
+    "nous vous ils on mais ou donc au aux se sa son ses mon ma mes ton ta tes plus très bien".split()
+)
+
+
+# Words that carry no topic in chat ("Wow, that's so cool, thanks!"): never a topic, never covered.
+CHAT_WORDS = frozenset(
+    "really great thanks thank love cool awesome glad wow hey good nice sounds sound know think yeah totally "
+    "feel feels felt lot lots time times much things thing something anything everything one get got getting "
+    "like make makes made going gonna want way well sure see seen look looks looking amazing awesome hope "
+    "happy super pretty always never ever even still been being did done doing say said tell told "
+    "definitely absolutely especially actually maybe kind kinda stuff right now today day yesterday "
+    "all any some more most other others own same such too here how's what's that's it's i'm you're "
+    "don't can't didn't i've you've we're they're let's i'll you'll there's must glad cheers bye soon "
+    "merci vraiment super génial trop c'est j'ai".split()
+)
+
+
+def normalise(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u00a0", " ")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text` (CJK full stops too), code blocks removed, list markers stripped (lines never join)."""
+    return list(sentences_in(text))
+
+
+def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
+    """fn with its results memoised for texts up to 4,000 characters (at most 16k of them, ~64 MB
+    at worst): a message is read by its day's summary, its conversation's summary and title and
+    the day's progress updates, and each sentence's words are looked at several times."""
+    cached = lru_cache(maxsize=1 << 14)(fn)
+
+    @wraps(fn)
+    def memoised(text: str) -> T:
+        return cached(text) if len(text) <= 4000 else fn(text)
+    return memoised
+
+
+@memo
+def sentences_in(text: str) -> tuple[str, ...]:
+    sentences: list[str] = []
+    for line in _CODE_FENCE.sub(" ", normalise(text)).splitlines():
+        line = _LIST_PREFIX.sub("", line).strip()
+        sentences.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return tuple(sentences)
+
+
+def count_words(text: str) -> int:
+    """Words, counting two CJK characters as one (CJK text has no spaces between words); `word_count`
+    is the memoised one."""
+    if text.isascii():  # a word with a letter or digit is one that stripping the rest leaves
+        words = text.split()  # only a word with other characters can strip to nothing
+        return len(words) - len([w for w in words if not w.isalnum() and not w.strip(_ASCII_NOT_ALNUM)])
+    cjk = len(CJK.findall(text))
+    return sum(any(c.isalnum() for c in w) for w in CJK.sub(" ", text).split()) + (cjk + 1) // 2
+
+
+word_count = memo(count_words)
+
+
+@memo
+def content_words(text: str) -> tuple[str, ...]:
+    """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
+    if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
+        return tuple(t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-"))
+                     if len(t) > 2 and t not in STOPWORDS)
+    words: list[str] = []
+    cjk = CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
+    for token in (t.lower().strip("'-") for t in WORD.findall(text)):
+        if cjk and CJK.search(token):
+            words += [token[i:i + 2] for i in range(max(len(token) - 1, 1))]
+        elif len(token) > 2 and token not in STOPWORDS:
+            words.append(token)
+    return tuple(words)
+
+
+@memo
+def spaced_words(text: str) -> tuple[str, ...]:
+    """The content words of a text that are not CJK bigrams (title keywords)."""
+    if text.isascii():  # no CJK to leave out
+        return content_words(text)
+    return tuple(w for w in content_words(text) if not CJK.search(w))

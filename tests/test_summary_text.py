@@ -1,0 +1,31 @@
+"""The summarizer's text helpers against the plain rules they speed up."""
+
+from __future__ import annotations
+
+import random
+from itertools import repeat
+
+from engine.summaries.summarizers import TITLE_PADDING, clamp_title
+from engine.summaries.text import _ASCII_NOT_ALNUM, count_words, word_count
+
+
+def test_ascii_word_counts_are_the_words_that_strip_to_something() -> None:
+    """A word counts when stripping its non-alphanumeric ends leaves something; the fast path only
+    strips words that are not alphanumeric already."""
+    rng = random.Random(0)
+    alphabet = "ab1Z9 .,-'_!?()\t\n\r\x0b\x0c\x1c\x1f"
+    for _ in range(50_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        expected = len([w for w in map(str.strip, text.split(), repeat(_ASCII_NOT_ALNUM)) if w])
+        assert count_words(text) == word_count(text) == expected, repr(text)
+
+
+def test_a_title_reads_no_more_keywords_than_its_padding() -> None:
+    """ExtractiveSummarizer.title ranks only the top TITLE_PADDING keywords: clamp_title must give
+    the same title from them as from the whole ranking, whatever the title's words collide with."""
+    rng = random.Random(1)
+    vocab = [f"w{i}" for i in range(12)] + ["the", "and", "to", "DuckDB", "duckdb"]
+    for _ in range(20_000):
+        base = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 10)))
+        ranked = rng.sample([w.lower() for w in vocab[:12]] + ["general", "notes", "duckdb"], rng.randint(0, 15))
+        assert clamp_title(base, ranked[:TITLE_PADDING]) == clamp_title(base, ranked), (base, ranked)
