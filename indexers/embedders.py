@@ -8,7 +8,6 @@ for surfaces that never embed (backend "none", the CLI's lexical paths).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -24,7 +23,6 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "OnnxEmbedder",
     "DeadlineEmbedder",
-    "PendingVectors",
     "load_embedder",
     "TORCH_MODEL_NAME",
     "ONNX_MODEL_NAME",
@@ -285,48 +283,29 @@ class DeadlineEmbedder:
 
     def embed_within(self, texts: Sequence[str], timeout_s: float) -> np.ndarray:
         """Vectors for texts, or EmbeddingUnavailableError if the model fails or exceeds timeout_s."""
-        return self.start(texts, timeout_s).result()
-
-    def start(self, texts: Sequence[str], timeout_s: float) -> "PendingVectors":
-        """Submit now, wait later: a search reads its BM25 postings while the model runs on the
-        worker (onnxruntime releases the GIL), then takes the vectors within the same deadline."""
         _check_timeout(timeout_s)
         batch = _checked_texts(texts)
         if not self._available:
             raise EmbeddingUnavailableError(f"the embedding model {self.name} failed to load earlier")
-        return PendingVectors(self, self._worker.submit(self.inner.embed, batch), len(batch), timeout_s)
-
-    def _failed_to_load(self) -> None:
-        self._available = False
-
-    def close(self) -> None:
-        """Stop the worker (it finishes the call it is running)."""
-        self._worker.shutdown(wait=False, cancel_futures=True)
-
-
-class PendingVectors:
-    """An embedding submitted to a DeadlineEmbedder's worker; `result` waits until its deadline."""
-
-    def __init__(self, owner: DeadlineEmbedder, future: "Future[np.ndarray]", count: int, timeout_s: float) -> None:
-        self._owner, self._future, self._count = owner, future, count
-        self._timeout_s, self._deadline = timeout_s, time.monotonic() + timeout_s
-
-    def result(self) -> np.ndarray:
-        """The vectors, or EmbeddingUnavailableError when the model fails or the deadline passes."""
+        future: Future[np.ndarray] = self._worker.submit(self.inner.embed, batch)
         try:
-            return self._future.result(timeout=max(self._deadline - time.monotonic(), 0.0))
+            return future.result(timeout=timeout_s)
         except FutureTimeoutError as exc:
-            self._future.cancel()  # only succeeds if the worker has not started it
+            future.cancel()  # only succeeds if the worker has not started it
             raise EmbeddingUnavailableError(
-                f"embedding {self._count} text(s) took longer than {self._timeout_s:g} s"
+                f"embedding {len(batch)} text(s) took longer than {timeout_s:g} s"
             ) from exc
         except EmbeddingUnavailableError:
-            self._owner._failed_to_load()  # the backends raise this only when the model cannot load
+            self._available = False  # the backends raise this only when the model cannot load
             raise
         except InvalidInputError:
             raise
         except Exception as exc:  # a model crash must not escape as an unknown error
-            raise EmbeddingUnavailableError(f"the embedding model {self._owner.name} failed: {exc}") from exc
+            raise EmbeddingUnavailableError(f"the embedding model {self.name} failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop the worker (it finishes the call it is running)."""
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
 
 def _check_timeout(timeout_s: float) -> None:

@@ -48,7 +48,7 @@ class MessageCandidates:
 
 @dataclass(frozen=True, slots=True)
 class LexicalSide:
-    """A query's BM25 side of a shard, read before its vector is known (the model runs meanwhile)."""
+    """A query's BM25 side of a shard: its top list, and its match for scoring the vector side's windows."""
 
     allowed: np.ndarray | None  # labels the filters allow; None: every label
     match: Bm25Match
@@ -56,8 +56,7 @@ class LexicalSide:
 
 
 def lexical_side(shard: Shard, tokens: Sequence[str], intervals: Intervals | None, depth: int) -> LexicalSide | None:
-    """The BM25 top list within the filters, and the query's match for scoring the vector side's
-    windows later; None when the filters allow no window."""
+    """The BM25 top list within the filters, and the query's match; None when the filters allow no window."""
     allowed = shard.allowed(intervals) if intervals is not None else None
     if allowed is not None and not len(allowed):
         return None

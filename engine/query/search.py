@@ -37,7 +37,7 @@ from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
-from indexers.embedders import DeadlineEmbedder, PendingVectors
+from indexers.embedders import DeadlineEmbedder
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
 from indexers.message_table import MessageCard
@@ -49,18 +49,6 @@ _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
 WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
 EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """A query between `_begin` and `_finish`: its vector may still be on the model's worker."""
-
-    text: str
-    tokens: list[str]
-    vector: PendingVectors | None
-    mode: SearchMode | None  # as asked (None: hybrid when a vector comes)
-    fusion: str
-    notice: str | None  # why the search is lexical only, when it is
 
 
 class _Windows(NamedTuple):
@@ -106,15 +94,13 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
-        asked = self._begin(text, shard, mode, fusion or self.settings.fusion)  # the model starts on its worker
+        q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
-        matches = (self.summaries.match(user_id, asked.tokens, intervals, with_vectors=asked.vector is not None)
+        matches = (self.summaries.match(user_id, q.tokens, intervals, with_vectors=q.vector is not None)
                    if "summary" in kinds or wants_context else None)
-        with shard.lock:  # BM25 is read while the model runs; then the vector side
-            lexical = lexical_side(shard, asked.tokens, intervals, self._depth(limit)) if "message" in kinds else None
-            idf = query_idf(shard, asked.tokens)
-            q, notice = self._finish(asked)
-            windows = self._windows(shard, lexical, idf, q, intervals, limit)
+        with shard.lock:
+            lexical = lexical_side(shard, q.tokens, intervals, self._depth(limit)) if "message" in kinds else None
+            windows = self._windows(shard, lexical, query_idf(shard, q.tokens), q, intervals, limit)
         scored = self._scored_summaries(matches, q)
         messages = (self._message_hits(user_id, shard, windows, q, limit, penalty, scored if wants_context else None)
                     if windows is not None else [])
@@ -132,33 +118,26 @@ class Searcher:
         )
 
     # Query ----------------------------------------------------------------------------------
-    def _begin(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> _Asked:
-        """Tokens now, and the query's embedding started on the model's worker when the mode wants one."""
+    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
         tokens = shard.tokenizer.tokenize(text)
         if mode not in (None, "hybrid", "lexical", "vector"):
             raise InvalidInputError(f"mode must be hybrid, lexical or vector, got {mode!r}")
         if mode == "lexical":
-            return _Asked(text, tokens, None, mode, fusion, None)
-        if self.query_embedder is None:
-            return _Asked(text, tokens, None, mode, fusion, "embeddings are disabled: lexical search only")
-        if shard.hnsw is None or not shard.has_vector:
-            return _Asked(text, tokens, None, mode, fusion, None)  # no vectors yet: _pending_notice says what to run
-        try:
-            return _Asked(text, tokens, self.query_embedder.start([text], self.settings.embedding_timeout_s), mode,
-                          fusion, None)
-        except EmbeddingUnavailableError as exc:
-            return _Asked(text, tokens, None, mode, fusion, f"lexical search only: {exc.message}")
-
-    @staticmethod
-    def _finish(asked: _Asked) -> tuple[_Query, str | None]:
-        """The query with its vector (waited for within the deadline), or lexical when there is none."""
-        try:
-            vector = asked.vector.result()[0] if asked.vector is not None else None
-        except EmbeddingUnavailableError as exc:
-            vector, asked = None, replace(asked, notice=f"lexical search only: {exc.message}")
+            return _Query(text, tokens, None, "lexical", fusion), None
+        vector, notice = self._embed_query(text, shard)
         if vector is None:
-            return _Query(asked.text, asked.tokens, None, "lexical", asked.fusion), asked.notice
-        return _Query(asked.text, asked.tokens, vector, asked.mode or "hybrid", asked.fusion), asked.notice
+            return _Query(text, tokens, None, "lexical", fusion), notice
+        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
+
+    def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
+        if self.query_embedder is None:
+            return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
+        try:
+            return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
+        except EmbeddingUnavailableError as exc:
+            return None, f"lexical search only: {exc.message}"
 
     # Messages -------------------------------------------------------------------------------
     def _windows(self, shard: Shard, lexical: LexicalSide | None, idf: Mapping[str, float], q: _Query,

@@ -210,38 +210,3 @@ def test_deadline_refuses_non_positive_timeout(timeout: float) -> None:
             deadline.embed_within(["x"], timeout)
     finally:
         deadline.close()
-
-
-class _Signalling(_Stuck):
-    """A model call that says when it runs, then waits to be released."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.running = threading.Event()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.running.set()
-        return super().embed(texts)
-
-
-def test_a_started_embedding_runs_while_the_caller_works_and_keeps_its_deadline() -> None:
-    """`start` hands the texts to the worker at once (a search reads BM25 meanwhile); `result` waits
-    only for what is left of the deadline counted from `start`."""
-    inner = _Signalling()
-    deadline = DeadlineEmbedder(inner)
-    try:
-        pending = deadline.start(["x"], 5)
-        assert inner.running.wait(5)  # running before anyone asked for the result
-        inner.release.set()
-        assert pending.result().shape == (1, 384)
-        inner.release.clear()
-        late = deadline.start(["y"], 0.3)
-        assert inner.running.wait(5)
-        time.sleep(0.35)  # the caller's own work outlasts the deadline
-        began = time.monotonic()
-        with pytest.raises(EmbeddingUnavailableError, match="longer than 0.3 s"):
-            late.result()
-        assert time.monotonic() - began < 0.25  # no fresh 0.3 s wait on top
-    finally:
-        inner.release.set()
-        deadline.close()
