@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import repeat
 from typing import NamedTuple
 
 from engine.summaries.cues import cue_section
-from engine.summaries.text import CHAT_WORDS, STOPWORDS, WORD, content_words, count_words, memo, sentences_in
+from engine.summaries.text import CHAT_WORDS, STOPWORDS, ascii_words, content_words, count_words, memo, sentences_in
 
 __all__ = ["Said", "said_in", "topic_words", "QUESTION", "MAX_QUOTE_WORDS"]
 
@@ -64,9 +63,8 @@ def said_in(content: str) -> tuple[Said, ...]:
 
 
 def _topics(text: str) -> tuple[str, ...]:
-    """The distinct topic words of a sentence, sorted. On ASCII text, the set of `content_words`
-    (over two letters, no stopword) less the chat words, taken at once."""
+    """The distinct topic words of a sentence, sorted. On ASCII text, the words of `content_words`
+    less the stop and chat words at once."""
     if text.isascii():
-        return tuple(sorted({t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-")) if len(t) > 2}
-                            - _NOT_TOPIC))
+        return tuple(sorted(set(ascii_words(text)) - _NOT_TOPIC))
     return tuple(sorted(set(topic_words(text))))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache, wraps
 from itertools import repeat
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
-__all__ = ["split_sentences", "sentences_in", "word_count", "count_words", "WORD", "content_words", "spaced_words",
+__all__ = ["split_sentences", "sentences_in", "word_count", "count_words", "WORD", "ascii_words", "content_words",
+           "spaced_words",
            "memo", "normalise",
            "CJK", "STOPWORDS", "CHAT_WORDS"]
 
@@ -87,12 +88,17 @@ def count_words(text: str) -> int:
 word_count = memo(count_words)
 
 
+def ascii_words(text: str) -> Iterator[str]:
+    """An ASCII text's lower-cased words over two letters, stop words included (lower-casing ASCII
+    keeps every word's bounds: one lower() for the text)."""
+    return (t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-")) if len(t) > 2)
+
+
 @memo
 def content_words(text: str) -> tuple[str, ...]:
     """Lower-cased content words; a CJK run gives its character bigrams (it has no spaces to split at)."""
-    if text.isascii():  # lower-casing ASCII keeps every word's bounds: one lower() for the text
-        return tuple(t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-"))
-                     if len(t) > 2 and t not in STOPWORDS)
+    if text.isascii():
+        return tuple(t for t in ascii_words(text) if t not in STOPWORDS)
     words: list[str] = []
     cjk = CJK.search(text) is not None  # else no token can hold CJK: one search instead of one a token
     for token in (t.lower().strip("'-") for t in WORD.findall(text)):
