@@ -120,3 +120,23 @@ def test_thread_tail_finds_the_last_time_when_the_latest_seqs_are_gone(tmp_path)
         assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, at(6))
         store.db.execute("DELETE FROM messages")
         assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, None)
+
+
+def test_insert_or_ignore_keeps_stored_rows_inside_and_outside_a_transaction(tmp_path):
+    """A batch holding a key already stored: its new rows go in, the stored row keeps its value, and
+    a transaction around it stays usable (the plain insert tried first must not abort it)."""
+    import pyarrow as pa
+
+    db = Database(tmp_path / "store.duckdb")
+    db.execute("INSERT INTO users VALUES ('kept', 'UTC', TIMESTAMP '2024-01-01')")
+    clash = pa.table({"user_id": ["kept", "new-1"], "timezone": ["Europe/Paris", "UTC"],
+                      "created_at": [datetime(2025, 1, 1)] * 2})
+    db.insert_arrow("users", clash, or_ignore=True)
+    with db.transaction():
+        db.insert_arrow("users", clash.set_column(0, "user_id", pa.array(["kept", "new-2"])), or_ignore=True)
+        db.execute("INSERT INTO users VALUES ('after', 'UTC', TIMESTAMP '2024-01-01')")
+    assert db.execute("SELECT user_id, timezone FROM users ORDER BY user_id") == [
+        ("after", "UTC"), ("kept", "UTC"), ("new-1", "UTC"), ("new-2", "UTC")]
+    with pytest.raises(Exception, match="(?i)duplicate|constraint"):
+        db.insert_arrow("users", clash)
+    db.close()
