@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repa
 from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
-from engine.facade_edges import (EveryUser, as_path, by_thread, capped, disk_errors, file_errors, pipeline_params,
+from engine.facade_edges import (EveryUser, as_path, by_thread, capped, file_errors, guarded_write, pipeline_params,
                                  to_new_message)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
@@ -90,11 +89,9 @@ class ConversationEngine:
             log.warning("embedding.unavailable reason=%r fallback=lexical", exc.message)
             return None
 
-    @contextmanager
-    def _writing(self, user_id: str | None = None) -> Iterator[None]:
-        """The user's writer lock (every user's when None); a full disk becomes StorageFullError."""
-        with self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone(), disk_errors():
-            yield
+    def _writing(self, user_id: str | None = None) -> ContextManager[None]:
+        """The user's writer lock (every user's when None), as every write runs (`guarded_write`)."""
+        return guarded_write(self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone())
 
     def close(self) -> None:
         """Close the store (the indexes hold no open files); the engine is unusable after."""

@@ -8,8 +8,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, cast
+from typing import Any, ContextManager, Iterable, Iterator, Mapping, cast
 
+from engine.collector import fewer_collections
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError, storage_error
 from engine.locks import WriterLocks
@@ -23,7 +24,7 @@ from indexers.lexical import TokenizerParams
 from indexers.pipeline import PipelineParams
 
 __all__ = ["pipeline_params", "to_new_message", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
-           "EveryUser"]
+           "guarded_write", "EveryUser"]
 
 
 def pipeline_params(settings: Settings) -> PipelineParams:
@@ -111,6 +112,14 @@ def disk_errors() -> Iterator[None]:
         if full is None:
             raise
         raise full from None
+
+
+@contextmanager
+def guarded_write(lock: ContextManager[Any]) -> Iterator[None]:
+    """How every write of the facade runs: under its writer lock, a full disk as StorageFullError,
+    and fewer garbage collections meanwhile (engine/collector.py)."""
+    with lock, disk_errors(), fewer_collections():
+        yield
 
 
 class EveryUser:

@@ -1,0 +1,66 @@
+"""The collector's first threshold is raised while the engine writes, and always restored."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from engine.collector import WRITE_THRESHOLD, fewer_collections
+
+
+@pytest.fixture
+def default_thresholds():
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*saved)
+
+
+def test_threshold_is_raised_inside_and_restored_after_an_error(default_thresholds):
+    with pytest.raises(RuntimeError):
+        with fewer_collections():
+            assert gc.get_threshold() == (WRITE_THRESHOLD, 10, 10)
+            with fewer_collections():  # nested: still raised, and not restored by the inner exit
+                pass
+            assert gc.get_threshold() == (WRITE_THRESHOLD, 10, 10)
+            raise RuntimeError("a failed write")
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_overlapping_writers_restore_only_when_the_last_leaves(default_thresholds):
+    inside, leave = threading.Event(), threading.Event()
+
+    def writer():
+        with fewer_collections():
+            inside.set()
+            leave.wait(5)
+
+    other = threading.Thread(target=writer)
+    other.start()
+    inside.wait(5)
+    with fewer_collections():
+        pass
+    assert gc.get_threshold()[0] == WRITE_THRESHOLD  # the other writer is still inside
+    leave.set()
+    other.join(5)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_an_engine_write_runs_under_the_raised_threshold(default_thresholds, tmp_path):
+    from engine.api import ConversationEngine
+
+    seen = []
+    with ConversationEngine(tmp_path / "home") as engine:
+        engine.add_user("u", "UTC")
+        original = engine.ingestor.add_messages
+
+        def spy(*args, **kwargs):
+            seen.append(gc.get_threshold()[0])
+            return original(*args, **kwargs)
+
+        engine.ingestor.add_messages = spy  # type: ignore[method-assign]
+        engine.ingest("u", [{"role": "user", "content": "hello"}], index=False)
+    assert seen == [WRITE_THRESHOLD]
+    assert gc.get_threshold() == (700, 10, 10)
