@@ -126,8 +126,7 @@ def _connect(ray: Any, options: RayOptions) -> bool:
 
 
 def _job(store: Store, user_id: str) -> UserJob:
-    threads = tuple((t.thread_id, store.thread_tail(t.thread_id)[0]) for t in store.threads_of(user_id))
-    return UserJob(user_id, threads)
+    return UserJob(user_id, tuple(store.last_seqs(user_id).items()))
 
 
 def _at_target(live: Any, spec: BuildSpec, job: UserJob) -> bool:

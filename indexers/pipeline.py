@@ -193,14 +193,13 @@ class IndexPipeline:
     def _catch_up(self, shard: Shard) -> tuple[int, int, int]:
         totals = [0, 0, 0]
         with shard.lock:
-            for thread in self.store.threads_of(shard.manifest.user_id):
-                counts = self._update_thread(shard, thread.thread_id)
+            for thread_id, last_seq in self.store.last_seqs(shard.manifest.user_id).items():
+                counts = self._update_thread(shard, thread_id, last_seq)
                 totals = [a + b for a, b in zip(totals, counts)]
         return totals[0], totals[1], totals[2]
 
-    def _update_thread(self, shard: Shard, thread_id: str) -> tuple[int, int, int]:
+    def _update_thread(self, shard: Shard, thread_id: str, last_seq: int) -> tuple[int, int, int]:
         watermark = shard.manifest.watermarks.get(thread_id, 0)
-        last_seq, _ = self.store.thread_tail(thread_id)
         if last_seq <= watermark:
             return 0, 0, 0
         tail = shard.manifest.tails.get(thread_id, 0)
@@ -299,9 +298,8 @@ class IndexPipeline:
         with phase("chunk"):
             shard = self._fresh_shard(user_id)
             messages = 0
-            for thread in self.store.threads_of(user_id):
-                counts = self._update_thread(shard, thread.thread_id)
-                messages += counts[0]
+            for thread_id, last_seq in self.store.last_seqs(user_id).items():
+                messages += self._update_thread(shard, thread_id, last_seq)[0]
         with phase("vectors"):
             if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
                 reused, computed = _vectors_of(shard.chunks.values()), 0
@@ -355,7 +353,7 @@ class IndexPipeline:
                 return shard.dirty or (self.embedder is not None and bool(shard.without_vectors()))
         version = current_version_dir(self.root, user_id)
         saved = Manifest.load(version / "manifest.json").watermarks if version and version.is_dir() else {}
-        return any(self.store.thread_tail(t.thread_id)[0] > saved.get(t.thread_id, 0) for t in self.store.threads_of(user_id))
+        return any(last_seq > saved.get(thread_id, 0) for thread_id, last_seq in self.store.last_seqs(user_id).items())
 
     def rewrite_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
         """After messages' text changed in the store (same seqs): their windows are re-chunked and

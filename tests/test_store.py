@@ -140,3 +140,21 @@ def test_insert_or_ignore_keeps_stored_rows_inside_and_outside_a_transaction(tmp
     with pytest.raises(Exception, match="(?i)duplicate|constraint"):
         db.insert_arrow("users", clash)
     db.close()
+
+
+def test_last_seqs_gives_each_thread_its_highest_seq_ever_given(tmp_path):
+    """One query for every thread of a user, in threads_of's order, equal to thread_tail's seq
+    (a deleted last message keeps its seq given; another user's threads are not listed)."""
+    with Store(tmp_path / "store.duckdb") as store:
+        for user in ("alice", "bob"):
+            store.ensure_user(user, "UTC")
+        ingest = Ingestor(store, idle_timeout=timedelta(minutes=30))
+        ingest.add_messages("alice", _msgs(5))
+        store.ensure_thread("alice", "side-project")
+        ingest.add_messages("alice", _msgs(3, prefix="s"), thread_id="side-project")
+        ingest.add_messages("bob", _msgs(2, prefix="b"))
+        store.db.execute("DELETE FROM messages WHERE message_id = 'm-4'")
+        seqs = store.last_seqs("alice")
+        assert list(seqs) == [t.thread_id for t in store.threads_of("alice")]
+        assert seqs == {t.thread_id: store.thread_tail(t.thread_id)[0] for t in store.threads_of("alice")}
+        assert seqs == {"alice:continuous": 5, "side-project": 3}

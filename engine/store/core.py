@@ -114,9 +114,11 @@ class Store:
         """The user's one continuous thread, created on first use."""
         self.get_user(user_id)
         thread_id = continuous_thread_id(user_id)
-        if not self.db.execute("SELECT 1 FROM threads WHERE thread_id = ?", [thread_id]):
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
-                            "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
+        rows = self._thread_rows(thread_id)
+        if rows:  # one query on the live path; the id is the user's own
+            return thread_from_row(rows[0])
+        self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
+                        "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
 
     def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
@@ -132,10 +134,21 @@ class Store:
         return self.get_thread(thread_id, user_id=user_id)
 
     def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:
-        rows = self.db.execute("SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE thread_id = ?", [thread_id])
+        rows = self._thread_rows(thread_id)
         if not rows or (user_id is not None and rows[0][1] != user_id):
             raise UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with `convsearch stats`")
         return thread_from_row(rows[0])
+
+    def _thread_rows(self, thread_id: str) -> list[tuple]:
+        return self.db.execute("SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE thread_id = ?",
+                               [thread_id])
+
+    def last_seqs(self, user_id: str) -> dict[str, int]:
+        """Each thread of the user (in `threads_of`'s order) with the highest seq it ever gave, in
+        one query: what the indexes ask after every ingest."""
+        rows = self.db.execute("SELECT thread_id, last_seq FROM threads WHERE user_id = ? ORDER BY created_at, thread_id",
+                               [user_id])
+        return {thread_id: int(last_seq or 0) for thread_id, last_seq in rows}
 
     def threads_of(self, user_id: str) -> list[Thread]:
         rows = self.db.execute(
