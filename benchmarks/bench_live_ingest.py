@@ -6,7 +6,9 @@ The store is filled through `engine.ingest` in batches of `--batch` (the bulk pa
 indexed, then `--calls` further messages of the same thread (run_scale's generator, seed 0) go in
 one per `engine.ingest` call with `index=True`: store, the day policy (a day's summary every ten
 turns, a closed day's and an ended conversation's summaries), the lexical update and the vector.
-Reported per call: wall and process-CPU p50/p99, and the phases the facade reports (phases_s).
+Reported per call: wall and process-CPU p50/p99, and the phases the facade reports (phases_s); and
+a search after each call (what a deployment answering while messages arrive sees: the first search
+after a summary was written used to rebuild the user's summary index).
 Vectors are `SyntheticEmbedder`'s (no model): the figures are the engine's own costs.
 """
 
@@ -31,6 +33,7 @@ from engine.api import ConversationEngine  # noqa: E402
 from engine.config import Settings  # noqa: E402
 
 USER = "bench-user"
+SEARCHES = ("deploy the release", "what did we decide about the database?", "error in the logs", "next steps")
 
 
 def _p(values: list[float]) -> tuple[float, float]:
@@ -54,16 +57,22 @@ def run(n: int, calls: int, batch: int, workdir: Path, summarizer: str = "extrac
         began = time.perf_counter()
         engine.index(USER)
         out["index_s"] = round(time.perf_counter() - began, 2)
-        walls, cpus, phases = [], [], []
-        for message in messages:
+        walls, cpus, phases, search_walls, search_cpus = [], [], [], [], []
+        for call, message in enumerate(messages):
             w, c = time.perf_counter(), time.process_time()
             result = engine.ingest(USER, [message])
             walls.append((time.perf_counter() - w) * 1000)
             cpus.append((time.process_time() - c) * 1000)
             phases.append(getattr(result, "phases_s", {"total": walls[-1] / 1000}))  # older engines: no phases
+            w, c = time.perf_counter(), time.process_time()
+            engine.search(USER, SEARCHES[call % len(SEARCHES)])
+            search_walls.append((time.perf_counter() - w) * 1000)
+            search_cpus.append((time.process_time() - c) * 1000)
         out["live_ms"] = {"wall_p50_p99": _p(walls), "cpu_p50_p99": _p(cpus),
                           "phases_p50_ms": {k: round(1000 * float(np.median([p.get(k, 0.0) for p in phases])), 2)
                                             for k in phases[0]}}
+        out["search_after_ingest_ms"] = {"wall_p50_p99": _p(search_walls), "cpu_p50_p99": _p(search_cpus),
+                                         "max": round(max(search_walls), 2)}
     out["load_end"] = os.getloadavg()[0]
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from engine.models import Summary
 from indexers.bm25 import Bm25Index
 from engine.store.embedding_cache import content_hash
+from engine.store.timeline import summary_order
 from indexers.pipeline import IndexPipeline
 
 __all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text", "summary_key"]
@@ -119,18 +120,21 @@ def _blocks(ordered_threads: np.ndarray) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    fingerprint: tuple
-    summaries: tuple[Summary, ...]
-    bm25: Bm25Index
+    revision: int  # of the user's summaries, as read
+    summaries: tuple[Summary, ...]  # in summary_order
+    keys: tuple[str, ...]  # each one's summary_key
+    labels: np.ndarray  # each one's document in `bm25`: kept across updates, never reused
+    next_label: int
+    bm25: Bm25Index  # shared by the user's successive entries: changed and read under `lock`
+    lock: threading.Lock
     vectors: np.ndarray | None  # NaN rows: not embedded yet
     coverage: Coverage
     spans: Spans
-    every: np.ndarray  # labels 0..n-1: what an unfiltered query scores
 
 
 class SummaryIndex:
-    """Per user, keyed on the store's revision of the user's summaries: one user's write leaves
-    every other user's index as it is."""
+    """Per user, kept to the store's revision of the user's summaries: one user's write leaves
+    every other user's index as it is, and a write re-reads only the summaries it touched."""
 
     def __init__(self, pipeline: IndexPipeline) -> None:
         self.pipeline = pipeline
@@ -145,17 +149,18 @@ class SummaryIndex:
 
     def embed_pending(self, user_id: str) -> int:
         """Embed the user's summaries that have no vector yet (the write paths call this, never a
-        search); returns how many texts were embedded. The store is read once per user and process,
-        then only after the user's summaries change."""
+        search); returns how many texts were embedded. The store is read whole once per user and
+        process, then only for the summaries written since."""
         cache = self.pipeline.cache
-        revision = self._revision(user_id)
-        if cache is None or self._embedded.get(user_id) == revision:
+        revision, done = self._revision(user_id), self._embedded.get(user_id)
+        if cache is None or done == revision:
             return 0
-        texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id)}
+        changed = None if done is None else self.pipeline.store.timeline.changes.since(user_id, done)
+        texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id, changed)}
         missing = cache.missing(user_id, list(texts))
         if missing:
-            self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing])
-            self.forget(user_id)  # its next use reads the new vectors
+            vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing])
+            self._fill_vectors(user_id, dict(zip(missing, vectors)))
         self._embedded[user_id] = revision
         return len(missing)
 
@@ -164,13 +169,13 @@ class SummaryIndex:
         """Every summary of the user the filters allow, with its raw BM25 (and its vector, for the
         query's cosine once the query's vector is known: `SummaryMatches.cosine`)."""
         entry = self._entry(user_id, with_vectors=with_vectors)
-        filtered = intervals is not None
-        labels = entry.spans.overlapping(intervals) if filtered else entry.every
-        raw, matched = entry.bm25.match(query_tokens).scored(labels)
+        rows = entry.spans.overlapping(intervals) if intervals is not None else None
+        with entry.lock:
+            raw, matched = entry.bm25.match(query_tokens).scored(entry.labels if rows is None else entry.labels[rows])
         vectors = entry.vectors if with_vectors else None
-        if filtered:
-            return SummaryMatches(tuple(entry.summaries[i] for i in labels), raw, matched,
-                                  vectors[labels] if vectors is not None else None, entry.spans.take(labels))
+        if rows is not None:
+            return SummaryMatches(tuple(entry.summaries[i] for i in rows), raw, matched,
+                                  vectors[rows] if vectors is not None else None, entry.spans.take(rows))
         return SummaryMatches(entry.summaries, raw, matched, vectors, entry.spans)  # no copy of the matrix
 
     def coverage(self, user_id: str) -> "Coverage":
@@ -185,32 +190,75 @@ class SummaryIndex:
         return self.pipeline.store.timeline.revision(user_id)
 
     def _entry(self, user_id: str, *, with_vectors: bool) -> _Entry:
-        fingerprint = (self._revision(user_id),)
+        revision = self._revision(user_id)  # read before the store: a write meanwhile is caught next time
         with self._lock:
             entry = self._entries.get(user_id)
-            if entry is None or entry.fingerprint != fingerprint or (with_vectors and entry.vectors is None and entry.summaries):
-                entry = self._build(user_id, fingerprint, with_vectors)
-                self._entries[user_id] = entry
+            if entry is not None and with_vectors and entry.vectors is None and entry.summaries:
+                entry = None  # built for lexical use only: read again with the vectors
+            if entry is not None and entry.revision == revision:
+                return entry
+            changed = None if entry is None else self.pipeline.store.timeline.changes.since(user_id, entry.revision)
+            entry = (self._build(user_id, revision, with_vectors) if entry is None or changed is None
+                     else self._updated(user_id, entry, revision, changed))
+            self._entries[user_id] = entry
             return entry
 
-    def _build(self, user_id: str, fingerprint: tuple, with_vectors: bool) -> _Entry:
+    def _build(self, user_id: str, revision: int, with_vectors: bool) -> _Entry:
         summaries = tuple(self.pipeline.store.timeline.summaries_of_user(user_id))
-        texts = [summary_text(s) for s in summaries]
+        keys = tuple(summary_key(s) for s in summaries)
         bm25 = Bm25Index(self.pipeline.params.bm25)
-        if summaries:
-            bm25.add(list(range(len(summaries))), [self.pipeline.tokenizer.tokenize(t) for t in texts])
-        vectors = self._cached_vectors(user_id, summaries) if with_vectors else None
-        return _Entry(fingerprint, summaries, bm25, vectors, Coverage(summaries), Spans.of(summaries),
-                      np.arange(len(summaries), dtype=np.int64))
+        bm25.add(list(range(len(summaries))), self._tokens(summaries))
+        vectors = self._cached_vectors(user_id, keys) if with_vectors else None
+        return _Entry(revision, summaries, keys, np.arange(len(summaries), dtype=np.int64), len(summaries), bm25,
+                      threading.Lock(), vectors, Coverage(summaries), Spans.of(summaries))
 
+    def _updated(self, user_id: str, entry: _Entry, revision: int, changed: frozenset[str]) -> _Entry:
+        """The entry with the `changed` summaries (written, rewritten or deleted) read again: the
+        rest keep their documents, tokens and vectors (the same scores as a rebuild: BM25 of the
+        same documents, the same vectors)."""
+        fresh = tuple(self.pipeline.store.timeline.summaries_of_user(user_id, changed))
+        keep = [i for i, s in enumerate(entry.summaries) if s.summary_id not in changed]
+        gone = [int(label) for s, label in zip(entry.summaries, entry.labels) if s.summary_id in changed]
+        added = np.arange(entry.next_label, entry.next_label + len(fresh), dtype=np.int64)
+        tokens = self._tokens(fresh)
+        with entry.lock:
+            entry.bm25.remove(gone)
+            entry.bm25.add(added.tolist(), tokens)
+        merged = [entry.summaries[i] for i in keep] + list(fresh)
+        order = sorted(range(len(merged)), key=lambda i: summary_order(merged[i]))
+        summaries = tuple(merged[i] for i in order)
+        keys = [entry.keys[i] for i in keep] + [summary_key(s) for s in fresh]
+        vectors: np.ndarray | None = None
+        fresh_vectors = self._cached_vectors(user_id, keys[len(keep):]) if entry.vectors is not None else None
+        if entry.vectors is not None and fresh_vectors is not None:
+            vectors = np.concatenate((entry.vectors[keep], fresh_vectors))[order]
+        return _Entry(revision, summaries, tuple(keys[i] for i in order), np.concatenate((entry.labels[keep], added))[order],
+                      entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Coverage(summaries),
+                      Spans.of(summaries))
 
-    def _cached_vectors(self, user_id: str, summaries: Sequence[Summary]) -> np.ndarray | None:
-        """The summaries' vectors as the cache holds them, NaN rows for those it does not (read only)."""
+    def _tokens(self, summaries: Sequence[Summary]) -> list[list[str]]:
+        return [self.pipeline.tokenizer.tokenize(summary_text(s)) for s in summaries]
+
+    def _fill_vectors(self, user_id: str, found: dict[str, np.ndarray]) -> None:
+        """Give the user's entry the vectors just embedded, in a new matrix (a search may be
+        reading the old one), instead of building the entry again."""
+        with self._lock:
+            entry = self._entries.get(user_id)
+            if entry is None or entry.vectors is None:
+                return
+            rows = [i for i, key in enumerate(entry.keys) if key in found]
+            if rows:
+                vectors = entry.vectors.copy()
+                vectors[rows] = np.stack([found[entry.keys[i]] for i in rows])
+                self._entries[user_id] = replace(entry, vectors=vectors)
+
+    def _cached_vectors(self, user_id: str, keys: Sequence[str]) -> np.ndarray | None:
+        """The vectors of these summary keys as the cache holds them, NaN rows for those it does
+        not (read only); None without an embedder."""
         embedder, cache = self.pipeline.embedder, self.pipeline.cache
-        if embedder is None or cache is None or not summaries:
+        if embedder is None or cache is None:
             return None
-        keys = [summary_key(s) for s in summaries]
-        found = cache.get(user_id, keys)
+        found = cache.get(user_id, keys) if keys else {}
         vectors = np.full((len(keys), embedder.dim), np.nan, dtype=np.float32)
         for row, key in enumerate(keys):
             if key in found:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
 from engine.store.db import Database
 from engine.errors import UnknownConversationError, UnknownDaySegmentError
 from engine.models import Conversation, DaySegment, Summary, day_segment_id
+from engine.store.summary_changes import SummaryChanges
 from engine.store.rows import (
     CONVERSATION_COLUMNS,
     DAY_SEGMENT_COLUMNS,
@@ -21,7 +22,13 @@ from engine.store.rows import (
     summary_from_row,
 )
 
-__all__ = ["Timeline", "conversation_id_for"]
+__all__ = ["Timeline", "conversation_id_for", "summary_order"]
+
+
+def summary_order(summary: Summary) -> tuple[str, int, str]:
+    """How a user's summaries are listed (`Timeline.summaries_of_user`'s ORDER BY, written once more
+    for lists merged in memory): by thread, then where they start, then id."""
+    return summary.thread_id, summary.from_seq, summary.summary_id
 
 
 def conversation_id_for(thread_id: str, ordinal: int) -> str:
@@ -32,17 +39,19 @@ class Timeline:
     def __init__(self, db: Database) -> None:
         self.db = db
         # Per user, bumped by every write of that user's summaries (here and in Store.delete_user, nowhere
-        # else), so an in-memory summary index knows when to rebuild without asking the database on
-        # each search, and one user's write never rebuilds another's.
-        self._revisions: dict[str, int] = {}
+        # else), after the write, with the ids it touched: an in-memory summary index knows when and
+        # what to update without asking the database on each search, and one user's write never
+        # touches another's.
+        self.changes = SummaryChanges()
 
     def revision(self, user_id: str) -> int:
         """How many times the user's summaries changed in this process (0 before any change)."""
-        return self._revisions.get(user_id, 0)
+        return self.changes.revision(user_id)
 
-    def summaries_changed(self, user_id: str) -> None:
-        """Bump the user's revision: only the store's own writes call this."""
-        self._revisions[user_id] = self._revisions.get(user_id, 0) + 1
+    def summaries_changed(self, user_id: str, summary_ids: Iterable[str] | None = None) -> None:
+        """Record a write of these summaries of the user (None: any of them): only the store's own
+        writes call this, once the write is done."""
+        self.changes.bump(user_id, summary_ids)
 
     # Conversations ---------------------------------------------------------------------------
     def last_conversation(self, thread_id: str) -> tuple[Conversation, int] | None:
@@ -235,7 +244,6 @@ class Timeline:
 
     # Summaries -------------------------------------------------------------------------------
     def upsert_summary(self, summary: Summary) -> None:
-        self.summaries_changed(summary.user_id)
         self.db.execute("DELETE FROM summaries WHERE summary_id = ?", [summary.summary_id])
         self.db.execute(
             f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -243,13 +251,12 @@ class Timeline:
              summary.to_seq, summary.markdown, naive_utc(summary.created_at), naive_utc(summary.updated_at),
              summary.day_label, summary.conversation_id, summary.title, summary.message_count],
         )
+        self.summaries_changed(summary.user_id, [summary.summary_id])
 
     def upsert_summaries(self, summaries: Sequence[Summary]) -> None:
         """Many summaries replaced or added: one delete and one batch insert."""
         if not summaries:
             return
-        for user_id in {s.user_id for s in summaries}:
-            self.summaries_changed(user_id)
         ids = [s.summary_id for s in summaries]
         self.db.execute("DELETE FROM summaries WHERE summary_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
         string, stamp = pa.string(), pa.timestamp("us")
@@ -267,6 +274,8 @@ class Timeline:
             "title": pa.array([s.title for s in summaries], string),
             "message_count": pa.array([s.message_count for s in summaries], pa.int32()),
         }))
+        for user_id in sorted({s.user_id for s in summaries}):
+            self.summaries_changed(user_id, [s.summary_id for s in summaries if s.user_id == user_id])
 
     def summary_spans(self, summary_ids: Sequence[str], *, user_id: str) -> dict[str, tuple[int, datetime]]:
         """(to_seq, created_at) of the user's summaries among these ids: what a batch of summaries
@@ -285,11 +294,14 @@ class Timeline:
             params.append(list(kinds))
         return [summary_from_row(r) for r in self.db.execute(sql + " ORDER BY from_seq, to_seq, summary_id", params)]
 
-    def summaries_of_user(self, user_id: str) -> list[Summary]:
-        rows = self.db.execute(
-            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE user_id = ? ORDER BY thread_id, from_seq", [user_id]
-        )
-        return [summary_from_row(r) for r in rows]
+    def summaries_of_user(self, user_id: str, summary_ids: Iterable[str] | None = None) -> list[Summary]:
+        """The user's summaries (or those of them among `summary_ids`) in `summary_order`."""
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE user_id = ?"
+        params: list[object] = [user_id]
+        if summary_ids is not None:
+            sql += " AND summary_id IN (SELECT unnest(?::VARCHAR[]))"
+            params.append(sorted(summary_ids))
+        return [summary_from_row(r) for r in self.db.execute(sql + " ORDER BY thread_id, from_seq, summary_id", params)]
 
     def get_summary(self, summary_id: str, *, user_id: str) -> Summary | None:
         rows = self.db.execute(
@@ -314,6 +326,6 @@ class Timeline:
         return self._dropped(rows)
 
     def _dropped(self, rows: list[tuple]) -> list[str]:
-        for user_id in {r[1] for r in rows}:
-            self.summaries_changed(user_id)
+        for user_id in sorted({r[1] for r in rows}):
+            self.summaries_changed(user_id, [r[0] for r in rows if r[1] == user_id])
         return [r[0] for r in rows]
