@@ -40,9 +40,10 @@ class SummaryMatches:
 class Coverage:
     """Merged summary spans per thread: `covers(thread, seq)` is a binary search, not a scan."""
 
-    def __init__(self, summaries: tuple[Summary, ...]) -> None:
+    def __init__(self, summaries: tuple[Summary, ...], *, ordered: bool = False) -> None:
+        """`ordered`: the summaries are already by thread, then start (no sort)."""
         spans: dict[str, list[tuple[int, int]]] = {}
-        for s in sorted(summaries, key=lambda s: (s.thread_id, s.from_seq)):
+        for s in summaries if ordered else sorted(summaries, key=lambda s: (s.thread_id, s.from_seq)):
             merged = spans.setdefault(s.thread_id, [])
             if merged and s.from_seq <= merged[-1][1] + 1:
                 merged[-1] = (merged[-1][0], max(merged[-1][1], s.to_seq))
@@ -71,14 +72,16 @@ class Spans:
     longest: int  # at least the most seqs one summary spans: how far before a seq a covering one can start
 
     @classmethod
-    def of(cls, summaries: Sequence[Summary]) -> "Spans":
+    def of(cls, summaries: Sequence[Summary], *, ordered: bool = False) -> "Spans":
+        """`ordered`: the summaries are already by thread, then start (no sort)."""
         return cls.indexed(np.array([s.thread_id for s in summaries], dtype=object),
                            np.array([s.from_seq for s in summaries], dtype=np.int64),
-                           np.array([s.to_seq for s in summaries], dtype=np.int64))
+                           np.array([s.to_seq for s in summaries], dtype=np.int64), ordered=ordered)
 
     @classmethod
-    def indexed(cls, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> "Spans":
-        by_start = np.array(sorted(range(len(starts)), key=lambda i: (threads[i], starts[i])), dtype=np.int64)
+    def indexed(cls, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, ordered: bool = False) -> "Spans":
+        by_start = (np.arange(len(starts), dtype=np.int64) if ordered else
+                    np.array(sorted(range(len(starts)), key=lambda i: (threads[i], starts[i])), dtype=np.int64))
         longest = int((ends - starts).max()) + 1 if len(starts) else 0
         return cls(threads, starts, ends, by_start, _blocks(threads[by_start]), longest)
 
@@ -204,13 +207,14 @@ class SummaryIndex:
             return entry
 
     def _build(self, user_id: str, revision: int, with_vectors: bool) -> _Entry:
-        summaries = tuple(self.pipeline.store.timeline.summaries_of_user(user_id))
+        # in Python's order of the same key (the store's is the same): updates merge into it
+        summaries = tuple(sorted(self.pipeline.store.timeline.summaries_of_user(user_id), key=summary_order))
         keys = tuple(summary_key(s) for s in summaries)
         bm25 = Bm25Index(self.pipeline.params.bm25)
         bm25.add(list(range(len(summaries))), self._tokens(summaries))
         vectors = self._cached_vectors(user_id, keys) if with_vectors else None
         return _Entry(revision, summaries, keys, np.arange(len(summaries), dtype=np.int64), len(summaries), bm25,
-                      threading.Lock(), vectors, Coverage(summaries), Spans.of(summaries))
+                      threading.Lock(), vectors, Coverage(summaries, ordered=True), Spans.of(summaries, ordered=True))
 
     def _updated(self, user_id: str, entry: _Entry, revision: int, changed: frozenset[str]) -> _Entry:
         """The entry with the `changed` summaries (written, rewritten or deleted) read again: the
@@ -224,8 +228,10 @@ class SummaryIndex:
         with entry.lock:
             entry.bm25.remove(gone)
             entry.bm25.add(added.tolist(), tokens)
-        merged = [entry.summaries[i] for i in keep] + list(fresh)
-        order = sorted(range(len(merged)), key=lambda i: summary_order(merged[i]))
+        kept = [entry.summaries[i] for i in keep]  # still in order: the fresh ones go between them
+        at = [bisect.bisect_right(kept, summary_order(s), key=summary_order) for s in fresh]
+        order = np.insert(np.arange(len(kept)), at, np.arange(len(kept), len(kept) + len(fresh)))
+        merged = kept + list(fresh)
         summaries = tuple(merged[i] for i in order)
         keys = [entry.keys[i] for i in keep] + [summary_key(s) for s in fresh]
         vectors: np.ndarray | None = None
@@ -233,8 +239,8 @@ class SummaryIndex:
         if entry.vectors is not None and fresh_vectors is not None:
             vectors = np.concatenate((entry.vectors[keep], fresh_vectors))[order]
         return _Entry(revision, summaries, tuple(keys[i] for i in order), np.concatenate((entry.labels[keep], added))[order],
-                      entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Coverage(summaries),
-                      Spans.of(summaries))
+                      entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Coverage(summaries, ordered=True),
+                      Spans.of(summaries, ordered=True))
 
     def _tokens(self, summaries: Sequence[Summary]) -> list[list[str]]:
         return [self.pipeline.tokenizer.tokenize(summary_text(s)) for s in summaries]
