@@ -146,34 +146,12 @@ class Settings(BaseSettings):
         description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "
         "of other days weigh this much (1 turns it off). docs/benchmarks.md.",
     )
-    session_evidence_weight: float = Field(
-        0.0, ge=0,
-        description="A turn's score gains this much of its session's strength (the mean of the session's best "
-        "session_evidence_top candidate scores): a session with several strong turns is a stronger sign than one "
-        "turn alone (0 turns it off). docs/benchmarks.md.",
-    )
-    session_evidence_top: int = Field(3, ge=1, description="How many of a session's best candidates make its strength.")
     session_cap: int = Field(
         0, ge=0,
         description="At most this many results of one session (day) ahead of the others' results; the rest follow "
         "(0 turns it off). docs/benchmarks.md.",
     )
     session_cap_within: int = Field(0, ge=0, description="The first places session_cap applies to (0: all of them).")
-    expanded_per_result: int = Field(
-        3, ge=1,
-        description="The best expanded_per_result x limit + 10 fused windows are opened into their messages "
-        "before the messages are ranked. docs/benchmarks.md.",
-    )
-    lexical_feedback_weight: float = Field(
-        0.0, ge=0,
-        description="Pseudo-relevance feedback (RM3-like): the words most of the best fused windows share join the "
-        "BM25 query, each weighing this much of its idf at most (0 turns it off). docs/benchmarks.md.",
-    )
-    vector_feedback_weight: float = Field(
-        0.0, ge=0,
-        description="Pseudo-relevance feedback (Rocchio): the query vector plus this much of the mean vector of the "
-        "best fused windows searches the windows a second time (0 turns it off). docs/benchmarks.md.",
-    )
     summary_lead_margin: float = Field(
         2.0, ge=1,
         description="A summary leads only when it scores at least this many times the best message: a leading "

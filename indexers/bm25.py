@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from functools import partial, reduce
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -194,15 +194,12 @@ class Bm25Index:
 
     # ----- queries
 
-    def match(self, query_tokens: Sequence[str], feedback: Mapping[str, float] | None = None) -> Bm25Match:
+    def match(self, query_tokens: Sequence[str]) -> Bm25Match:
         """This query against the index as it stands: its top list and any label's score
         (indexers/bm25_query.py). A search takes both from one match: the top list, then the
-        scores of the vector side's labels. `feedback`: terms added to the query, each weighing
-        its idf times the given factor (pseudo-relevance feedback); a query's own term keeps its weight."""
+        scores of the vector side's labels."""
         tids, counts = self._query_terms(query_tokens)
         weights = self._idf()[tids] * counts
-        if feedback:
-            tids, weights = self._with_feedback(tids, weights, feedback)
         slices: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(tids))]
         for seg in self._segments:
             pos = np.minimum(np.searchsorted(seg.terms, tids), len(seg.terms) - 1)
@@ -234,24 +231,6 @@ class Bm25Index:
         tids, counts = self._query_terms(query_tokens)
         positive = np.maximum(self._idf()[tids], 0.0)
         return float(np.sum(positive * counts) * (self.params.k1 + 1))
-
-    def idf_of(self, tokens: Sequence[str]) -> np.ndarray:
-        """Each token's idf (0 for a token the index does not hold)."""
-        ids = np.fromiter((self._vocab.get(t, -1) for t in tokens), np.int64, len(tokens))
-        return np.where(ids >= 0, self._idf()[np.maximum(ids, 0)], 0.0) if len(ids) else np.zeros(0)
-
-    def _with_feedback(self, tids: np.ndarray, weights: np.ndarray, feedback: Mapping[str, float]
-                       ) -> tuple[np.ndarray, np.ndarray]:
-        """The query's terms and weights with the feedback terms it lacks, ascending term id."""
-        extra = {self._vocab[t]: f for t, f in feedback.items() if t in self._vocab}
-        extra = {tid: f for tid, f in extra.items() if tid not in set(tids.tolist()) and self._df[tid] > 0}
-        if not extra:
-            return tids, weights
-        more = np.fromiter(extra, np.int64, len(extra))
-        all_tids = np.concatenate((tids, more))
-        all_weights = np.concatenate((weights, self._idf()[more] * np.fromiter(extra.values(), np.float64, len(extra))))
-        order = np.argsort(all_tids)
-        return all_tids[order], all_weights[order]
 
     def _query_terms(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Distinct live term ids of the query (ascending) and how often each occurs."""

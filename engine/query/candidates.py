@@ -55,14 +55,12 @@ class LexicalSide:
     labels: np.ndarray  # the BM25 top list
 
 
-def lexical_side(shard: Shard, tokens: Sequence[str], intervals: Intervals | None, depth: int,
-                 feedback: Mapping[str, float] | None = None) -> LexicalSide | None:
-    """The BM25 top list within the filters, and the query's match (with `feedback` words, see
-    engine.query.feedback); None when the filters allow no window."""
+def lexical_side(shard: Shard, tokens: Sequence[str], intervals: Intervals | None, depth: int) -> LexicalSide | None:
+    """The BM25 top list within the filters, and the query's match; None when the filters allow no window."""
     allowed = shard.allowed(intervals) if intervals is not None else None
     if allowed is not None and not len(allowed):
         return None
-    match = shard.bm25.match(tokens, feedback)
+    match = shard.bm25.match(tokens)
     labels = match.top(depth, allowed)[0] if tokens else np.zeros(0, dtype=np.int64)
     return LexicalSide(allowed, match, labels)
 

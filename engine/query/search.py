@@ -34,8 +34,7 @@ from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QU
 from engine.query.summary_hits import ScoredSummaries
 from engine.query.summary_index import Coverage, SummaryIndex, SummaryMatches
 from engine.query.phrases import pair_weight, query_pairs
-from engine.query.feedback import feedback_terms, rocchio
-from engine.query.sessions import cap_per_group, with_session_evidence
+from engine.query.sessions import cap_per_group
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
@@ -50,8 +49,7 @@ __all__ = ["Searcher"]
 _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
 WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
-EXPANDED_EXTRA = 10  # the best settings.expanded_per_result * limit + 10 fused windows are opened into messages
-FEEDBACK_WINDOWS, FEEDBACK_TERMS = 5, 10  # pseudo-relevance feedback: the best fused windows, the words they add
+EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
 
 
 class _Windows(NamedTuple):
@@ -152,30 +150,9 @@ class Searcher:
         if not len(found.labels):
             return None
         fused = self._fuse(found.raw, found.matched, found.cosine, q)
-        if self.settings.lexical_feedback_weight > 0 or self.settings.vector_feedback_weight > 0:
-            q, found, fused = self._fed_back(shard, lexical, q, found, fused, intervals, limit)
-        order = np.argsort(-fused.fused, kind="stable")[: self.settings.expanded_per_result * limit + EXPANDED_EXTRA]
+        order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
         messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
         return _Windows(found, fused, messages, idf) if messages.message_ids else None
-
-    def _fed_back(self, shard: Shard, lexical: LexicalSide, q: _Query, found: WindowCandidates, fused: FusedScores,
-                  intervals: Intervals | None, limit: int) -> tuple[_Query, WindowCandidates, FusedScores]:
-        """Pseudo-relevance feedback (engine.query.feedback): the best FEEDBACK_WINDOWS fused windows' shared
-        words join the BM25 query, their mean vector moves the query's; then the windows are found again."""
-        s, depth = self.settings, self._depth(limit)
-        best = found.labels[np.argsort(-fused.fused, kind="stable")[:FEEDBACK_WINDOWS]]
-        if s.lexical_feedback_weight > 0 and q.tokens:
-            words = [frozenset[str]().union(*shard.line_tokens(int(x))) for x in best]
-            vocab = sorted(frozenset[str]().union(*words))
-            idf = dict(zip(vocab, shard.bm25.idf_of(vocab).tolist()))
-            terms = feedback_terms(words, idf, frozenset(q.tokens), count=FEEDBACK_TERMS, weight=s.lexical_feedback_weight)
-            lexical = lexical_side(shard, q.tokens, intervals, depth, feedback=terms) or lexical
-        if s.vector_feedback_weight > 0 and q.vector is not None and shard.hnsw is not None:
-            have = best[np.array([int(x) in shard.has_vector for x in best], dtype=bool)]
-            vectors = shard.hnsw.vectors(have) if len(have) else np.zeros((0, len(q.vector)))
-            q = replace(q, vector=rocchio(q.vector, vectors, weight=s.vector_feedback_weight))
-        found = window_candidates(shard, lexical, q.vector, q.mode, depth)
-        return q, found, self._fuse(found.raw, found.matched, found.cosine, q)
 
     def _message_hits(self, user_id: str, shard: Shard, windows: _Windows, q: _Query, limit: int, penalty: bool,
                       summaries: ScoredSummaries | None) -> list[SearchHit]:
@@ -195,9 +172,6 @@ class Searcher:
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
         scores = self._turn_rules(scores, cards, lines, q.text)
-        sessions = [(c.thread_id, c.day_label) if c is not None else None for c in cards]
-        scores = with_session_evidence(scores, sessions, weight=self.settings.session_evidence_weight,
-                                       top=self.settings.session_evidence_top)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         coverage = self.summaries.coverage(user_id)

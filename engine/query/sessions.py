@@ -1,44 +1,16 @@
-"""Pure rules between a turn and the session (day) that holds it: no I/O, each tested on its own.
+"""A rule between a result and the session (day) that holds it, pure: no I/O, tested on its own.
 
-A question about one episode ("what did Melanie paint after the camping trip?") often has its
-evidence spread over a few turns of one session; a session with several strong candidates is a
-stronger sign than one turn alone (`with_session_evidence`). The opposite rule, at most a few
-results of one session (`cap_per_group`), makes room for the other sessions of multi-hop questions.
+A question's evidence often lies in one session, but which one the ranking cannot always tell: the
+first places filled from one session bet everything on it. `cap_per_group` keeps a few of the first
+places for the other sessions; the candidates that made way follow right after, so the turns a
+strong session holds stay near the top. Measured on LoCoMo dev (docs/benchmarks.md, round 5).
 """
 
 from __future__ import annotations
 
 from typing import Hashable, Sequence
 
-import numpy as np
-
-__all__ = ["session_strength", "with_session_evidence", "cap_per_group"]
-
-
-def session_strength(scores: np.ndarray, groups: Sequence[Hashable], *, top: int) -> np.ndarray:
-    """Each candidate's session strength: the mean of the best `top` scores of its group (itself
-    included; a group with fewer candidates averages what it has over `top`, so one lone strong
-    turn does not make a strong session)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if top < 1 or not len(scores):
-        return np.zeros_like(scores)
-    members: dict[Hashable, list[int]] = {}
-    for i, group in enumerate(groups):
-        members.setdefault(group, []).append(i)
-    strength = np.zeros_like(scores)
-    for indices in members.values():
-        best = np.sort(scores[indices])[::-1][:top]
-        strength[indices] = float(best.sum()) / top
-    return strength
-
-
-def with_session_evidence(scores: np.ndarray, groups: Sequence[Hashable], *, weight: float, top: int) -> np.ndarray:
-    """A candidate's score plus `weight` times its session's strength (0: off): of two equal turns,
-    the one whose session holds more strong candidates ranks first."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if weight <= 0:
-        return scores
-    return scores + weight * session_strength(scores, groups, top=top)
+__all__ = ["cap_per_group"]
 
 
 def cap_per_group(groups: Sequence[Hashable], *, cap: int, within: int | None = None) -> list[int]:
