@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     fusion: Literal["weighted", "rrf"] = Field("weighted", description="Score fusion: weighted sum or RRF.")
     rrf_k: int = Field(60, ge=1, description="RRF constant.")
     message_own_weight: float = Field(
-        0.4, ge=0, le=1,
+        0.5, ge=0, le=1,
         description="Weight of a message's own match against its best window's score (the window lends "
         "context: a reply shares few words with the question it answers). docs/benchmarks.md.",
     )
@@ -146,12 +146,6 @@ class Settings(BaseSettings):
         description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "
         "of other days weigh this much (1 turns it off). docs/benchmarks.md.",
     )
-    session_cap: int = Field(
-        0, ge=0,
-        description="At most this many results of one session (day) ahead of the others' results; the rest follow "
-        "(0 turns it off). docs/benchmarks.md.",
-    )
-    session_cap_within: int = Field(0, ge=0, description="The first places session_cap applies to (0: all of them).")
     summary_lead_margin: float = Field(
         2.0, ge=1,
         description="A summary leads only when it scores at least this many times the best message: a leading "

@@ -34,7 +34,6 @@ from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QU
 from engine.query.summary_hits import ScoredSummaries
 from engine.query.summary_index import Coverage, SummaryIndex, SummaryMatches
 from engine.query.phrases import pair_weight, query_pairs
-from engine.query.sessions import cap_per_group
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
@@ -186,9 +185,7 @@ class Searcher:
                             own_lexical=float(lexical[i]))
             hits.append(self._hit(card, lines[i], chunk, parts, coverage, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
-        capped = cap_per_group([(h.thread_id, h.day_label) for h in hits], cap=self.settings.session_cap,
-                               within=self.settings.session_cap_within or None)
-        return [hits[i] for i in capped[:limit]]
+        return hits[:limit]
 
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
                     text: str) -> np.ndarray:
