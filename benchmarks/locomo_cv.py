@@ -49,13 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     say = lambda text: print(f"cv: {text}", file=sys.stderr, flush=True)  # noqa: E731
     grid = dict(args.grid) or GRID
-    configs = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    configs = alone(grid) if args.alone else [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     began = time.perf_counter()
     modes = tuple(args.modes.split(","))
     with open_corpus(args.data, progress=say, summaries=args.summaries) as corpus:
         runs = [_run(corpus, overrides, say, modes) for overrides in configs]
     document = {"data": str(args.data), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "wall_seconds": round(time.perf_counter() - began), "runs": runs, "folds": folds(runs)}
+    if args.alone:
+        document["lever_folds"] = {name: folds([r for r in runs if set(r["overrides"]) <= {name}]) for name in grid}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     print(format_report(document))
@@ -69,12 +71,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", type=_grid_axis, action="append", default=[], metavar="SETTING=V1,V2",
                    help="a setting and the values to choose from (repeatable); the others keep their defaults. "
                         "Without it: the round-2 grid")
+    p.add_argument("--alone", action="store_true",
+                   help="each setting's values alone (the others at their defaults) instead of every combination; "
+                        "the report adds each setting's own leave-one-out choice against the defaults")
     p.add_argument("--summaries", choices=("dataset", "engine", "none"), default="none",
                    help="where summaries come from (engine: the live replay); only the modes other than bare use them")
     p.add_argument("--modes", type=_modes, default="bare",
                    help="comma separated, of: bare (messages only, no summary context), messages (messages only, "
                         "summary context), default (summary hits and context)")
     return p
+
+
+def alone(grid: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+    """The defaults ({}), then each setting's values other than its default, one setting at a time."""
+    defaults = Settings()
+    return [{}] + [{name: v} for name, values in grid.items() for v in values if v != getattr(defaults, name)]
 
 
 def _modes(text: str) -> str:
@@ -155,10 +166,18 @@ def format_report(document: Mapping[str, Any]) -> str:
         values = [fold["figures"][name] for fold in document["folds"]]
         pooled = sum(v * k for v, k in zip(values, n)) / sum(n)
         lines.append(f"LOO {name}: pooled {pooled:.3f}, spread {min(values):.3f}..{max(values):.3f}")
+    for name, lever in document.get("lever_folds", {}).items():
+        lines.append(f"{name} alone: " + _held_out(lever, names)
+                     + " | chose " + ", ".join(str(f["chose"].get(name, "default")) for f in lever))
     for run in document["runs"]:
         tag = "baseline " if run["overrides"] == BASELINE else ""
         lines.append(f"{tag}{run['overrides']}: " + _pooled(run, names) + f", p50 {run['p50_ms']} ms")
     return "\n".join(lines)
+
+
+def _held_out(lever: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str:
+    n = [f["figures"]["questions"] for f in lever]
+    return ", ".join(f"{name} {sum(f['figures'][name] * k for f, k in zip(lever, n)) / sum(n):.3f}" for name in names)
 
 
 def _pooled(run: Mapping[str, Any], names: Sequence[str]) -> str:

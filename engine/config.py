@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     fusion: Literal["weighted", "rrf"] = Field("weighted", description="Score fusion: weighted sum or RRF.")
     rrf_k: int = Field(60, ge=1, description="RRF constant.")
     message_own_weight: float = Field(
-        0.4, ge=0, le=1,
+        0.5, ge=0, le=1,
         description="Weight of a message's own match against its best window's score (the window lends "
         "context: a reply shares few words with the question it answers). docs/benchmarks.md.",
     )

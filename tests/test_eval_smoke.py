@@ -138,6 +138,14 @@ def test_cv_grid_axes_name_real_settings() -> None:
         _grid_axis("reply_lift=high")
 
 
+def test_cv_alone_varies_one_setting_at_a_time_against_the_defaults() -> None:
+    from benchmarks.locomo_cv import alone
+
+    configs = alone({"reply_lift": (0.0, 0.9), "phrase_weight": (0.0, 1.0, 2.0)})
+    # the defaults once (0.9 and 1.0 are them), then each other value alone: never a combination
+    assert configs == [{}, {"reply_lift": 0.0}, {"phrase_weight": 0.0}, {"phrase_weight": 2.0}]
+
+
 def test_cv_modes_are_scored_apart_and_all_count_in_the_choice(tiny_locomo: Path) -> None:
     from benchmarks.locomo_cv import _objective, _run
 
