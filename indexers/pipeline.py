@@ -231,24 +231,27 @@ class IndexPipeline:
             with shard.lock:
                 part = part[[int(x) in shard.chunks for x in part]]  # a concurrent update may have replaced some
                 chunks = [shard.chunks[int(x)] for x in part]
-            vectors, hits = self.cached_vectors(user_id, [c.content_hash for c in chunks], [c.text for c in chunks])
-            with shard.lock:
-                live = np.array([int(x) in shard.chunks for x in part], dtype=bool)
-                shard.set_vectors(part[live], vectors[live])
-            message_hits, message_computed = self._embed_messages(user_id, shard, chunks, vectors)
-            reused, computed = reused + hits + message_hits, computed + len(part) - hits + message_computed
+            hits, texts = self._embed_block(user_id, shard, part, chunks)
+            reused, computed = reused + hits, computed + texts - hits
             if progress:
                 progress(min(start + block, len(labels)), len(labels))
         return reused, computed
 
-    def _embed_messages(self, user_id: str, shard: Shard, chunks: Sequence[Chunk], window_vectors: np.ndarray) -> tuple[int, int]:
-        """Each message of these windows gets its own vector (a one-message window lends its own)."""
+    def _embed_block(self, user_id: str, shard: Shard, part: np.ndarray, chunks: Sequence[Chunk]) -> tuple[int, int]:
+        """The windows' vectors, and each of their messages' own (a one-message window lends its
+        own, the others' lines are embedded): one cache read, one model call per batch and one cache
+        write for both, which on the live path is a statement and a model call less a message.
+        Returns (vectors found in the cache, vectors asked for)."""
         own, lines = message_lines_to_embed(chunks, lambda m: m in shard.message_vectors)
         ids = sorted(lines)
-        vectors, hits = self.cached_vectors(user_id, [content_hash(lines[m]) for m in ids], [lines[m] for m in ids])
+        vectors, hits = self.cached_vectors(user_id, [c.content_hash for c in chunks] + [content_hash(lines[m]) for m in ids],
+                                            [c.text for c in chunks] + [lines[m] for m in ids])
+        window_vectors, line_vectors = vectors[:len(chunks)], vectors[len(chunks):]
         with shard.lock:
-            put_message_vectors(shard, own, window_vectors, ids, vectors)
-        return hits, len(ids) - hits
+            live = np.array([int(x) in shard.chunks for x in part], dtype=bool)
+            shard.set_vectors(part[live], window_vectors[live])
+            put_message_vectors(shard, own, window_vectors, ids, line_vectors)
+        return hits, len(vectors)
 
     def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str],
                        batch: int = 256) -> tuple[np.ndarray, int]:
