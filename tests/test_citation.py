@@ -59,10 +59,15 @@ def test_coverage_merges_spans_and_answers_by_thread():
     from datetime import datetime, timezone
 
     from engine.models import Summary
-    from engine.query.summary_index import Coverage
+    from engine.query.summary_index import Spans
 
     at = datetime(2024, 1, 1, tzinfo=timezone.utc)
     spans = [("t", 1, 5), ("t", 4, 9), ("t", 20, 22), ("u", 1, 3)]
-    coverage = Coverage(tuple(Summary(f"s{i}", t, "x", "range", a, b, "md", at, at) for i, (t, a, b) in enumerate(spans)))
-    assert [s for s in range(0, 25) if coverage.covers("t", s)] == [*range(1, 10), 20, 21, 22]
-    assert coverage.covers("u", 2) and not coverage.covers("u", 4) and not coverage.covers("v", 1)
+    coverage = Spans.of(tuple(Summary(f"s{i}", t, "x", "range", a, b, "md", at, at) for i, (t, a, b) in enumerate(spans)))
+
+    def covers(thread: str, seq: int) -> bool:
+        return bool(coverage.covered([thread], [seq])[0])
+
+    assert [s for s in range(0, 25) if covers("t", s)] == [*range(1, 10), 20, 21, 22]
+    assert covers("u", 2) and not covers("u", 4) and not covers("v", 1)
+    assert coverage.covered(["t", "v", "u", "t"], [21, 1, 3, 10]).tolist() == [True, False, True, False]

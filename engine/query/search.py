@@ -32,7 +32,7 @@ from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_hits import ScoredSummaries
-from engine.query.summary_index import Coverage, SummaryIndex, SummaryMatches
+from engine.query.summary_index import SummaryIndex, SummaryMatches
 from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
@@ -173,17 +173,15 @@ class Searcher:
         scores = self._turn_rules(scores, cards, lines, q.text)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
-        coverage = self.summaries.coverage(user_id)
+        shown = [(i, card) for i in best if (card := cards[i]) is not None]  # None: deleted since the shard was read
+        covered = self.summaries.spans(user_id).covered([c.thread_id for _, c in shown], [c.seq for _, c in shown])
         lexical = own_lexical(messages.shared)
         hits = []
-        for i in best:
-            chunk, card = messages.chunks[i], cards[i]
-            if card is None:  # deleted since the shard was read
-                continue
+        for (i, card), is_covered in zip(shown, covered.tolist()):
             parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
                             own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
                             own_lexical=float(lexical[i]))
-            hits.append(self._hit(card, lines[i], chunk, parts, coverage, penalty, q))
+            hits.append(self._hit(card, lines[i], messages.chunks[i], parts, is_covered, penalty, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
@@ -233,9 +231,8 @@ class Searcher:
         share = np.array([asking_share(line) for line in lines])
         return weigh_asking(scores, share, weight=s.question_turn_weight)
 
-    def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, coverage: Coverage, penalty: bool,
+    def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, is_covered: bool, penalty: bool,
              q: _Query) -> SearchHit:
-        is_covered = coverage.covers(card.thread_id, card.seq)
         parts = replace(parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
         return SearchHit(
             kind="message", score=round(parts.final, 6), thread_id=card.thread_id, day_label=card.day_label,

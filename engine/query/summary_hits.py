@@ -29,11 +29,8 @@ class ScoredSummaries:
     def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
         """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
         best = np.full(len(seqs), -np.inf)
-        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
-        for thread in set(thread_ids):  # a user has few threads
-            mine = np.flatnonzero(threads == thread)
-            at, rows = self.spans.covering(thread, seqs_arr[mine])
-            np.maximum.at(best, mine[at], self.scores.fused[rows])
+        at, rows = self.spans.covering_pairs(thread_ids, seqs)
+        np.maximum.at(best, at, self.scores.fused[rows])
         return np.where(np.isfinite(best), best, np.nan)
 
     def hits(self, bar: float, limit: int, words: list[str], shard: Shard) -> list[SearchHit]:

@@ -21,7 +21,7 @@ from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "Coverage", "summary_text", "summary_key"]
+__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "summary_text", "summary_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,29 +35,6 @@ class SummaryMatches:
     def cosine(self, query_vector: np.ndarray | None) -> np.ndarray | None:
         """Each summary's cosine with the query (NaN: no vector yet); None without both vectors."""
         return None if query_vector is None or self.vectors is None else self.vectors @ query_vector
-
-
-class Coverage:
-    """Merged summary spans per thread: `covers(thread, seq)` is a binary search, not a scan."""
-
-    def __init__(self, summaries: tuple[Summary, ...], *, ordered: bool = False) -> None:
-        """`ordered`: the summaries are already by thread, then start (no sort)."""
-        spans: dict[str, list[tuple[int, int]]] = {}
-        for s in summaries if ordered else sorted(summaries, key=lambda s: (s.thread_id, s.from_seq)):
-            merged = spans.setdefault(s.thread_id, [])
-            if merged and s.from_seq <= merged[-1][1] + 1:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], s.to_seq))
-            else:
-                merged.append((s.from_seq, s.to_seq))
-        self._starts = {t: [a for a, _ in v] for t, v in spans.items()}
-        self._spans = spans
-
-    def covers(self, thread_id: str, seq: int) -> bool:
-        starts = self._starts.get(thread_id)
-        if not starts:
-            return False
-        i = bisect.bisect_right(starts, seq) - 1
-        return i >= 0 and self._spans[thread_id][i][1] >= seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +91,22 @@ class Spans:
         inside = self.ends[tried] >= seqs[at]
         return at[inside], tried[inside]
 
+    def covering_pairs(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """`covering` for (thread, seq) pairs of any threads: (position in the pairs, row)."""
+        seqs_arr, threads = np.asarray(seqs, dtype=np.int64), np.asarray(thread_ids, dtype=object)
+        found = [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))]
+        for thread in set(thread_ids):  # a user has few threads
+            mine = np.flatnonzero(threads == thread)
+            at, rows = self.covering(thread, seqs_arr[mine])
+            found.append((mine[at], rows))
+        return np.concatenate([a for a, _ in found]), np.concatenate([r for _, r in found])
+
+    def covered(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
+        """Whether any of these summaries covers each (thread, seq): the search's covered-by-summary flag."""
+        out = np.zeros(len(seqs), dtype=bool)
+        out[self.covering_pairs(thread_ids, seqs)[0]] = True
+        return out
+
 
 def _blocks(ordered_threads: np.ndarray) -> dict[str, tuple[int, int]]:
     """Each thread's (first, end) positions in an array sorted by thread."""
@@ -131,7 +124,6 @@ class _Entry:
     bm25: Bm25Index  # shared by the user's successive entries: changed and read under `lock`
     lock: threading.Lock
     vectors: np.ndarray | None  # NaN rows: not embedded yet
-    coverage: Coverage
     spans: Spans
 
 
@@ -181,9 +173,9 @@ class SummaryIndex:
                                   vectors[rows] if vectors is not None else None, entry.spans.take(rows))
         return SummaryMatches(entry.summaries, raw, matched, vectors, entry.spans)  # no copy of the matrix
 
-    def coverage(self, user_id: str) -> "Coverage":
-        """Which messages the user's summaries cover, for the search penalty (built once per change)."""
-        return self._entry(user_id, with_vectors=False).coverage
+    def spans(self, user_id: str) -> Spans:
+        """Where all the user's summaries lie: which messages they cover, for the search penalty."""
+        return self._entry(user_id, with_vectors=False).spans
 
     def forget(self, user_id: str) -> None:
         with self._lock:
@@ -214,7 +206,7 @@ class SummaryIndex:
         bm25.add(list(range(len(summaries))), self._tokens(summaries))
         vectors = self._cached_vectors(user_id, keys) if with_vectors else None
         return _Entry(revision, summaries, keys, np.arange(len(summaries), dtype=np.int64), len(summaries), bm25,
-                      threading.Lock(), vectors, Coverage(summaries, ordered=True), Spans.of(summaries, ordered=True))
+                      threading.Lock(), vectors, Spans.of(summaries, ordered=True))
 
     def _updated(self, user_id: str, entry: _Entry, revision: int, changed: frozenset[str]) -> _Entry:
         """The entry with the `changed` summaries (written, rewritten or deleted) read again: the
@@ -239,8 +231,7 @@ class SummaryIndex:
         if entry.vectors is not None and fresh_vectors is not None:
             vectors = np.concatenate((entry.vectors[keep], fresh_vectors))[order]
         return _Entry(revision, summaries, tuple(keys[i] for i in order), np.concatenate((entry.labels[keep], added))[order],
-                      entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Coverage(summaries, ordered=True),
-                      Spans.of(summaries, ordered=True))
+                      entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Spans.of(summaries, ordered=True))
 
     def _tokens(self, summaries: Sequence[Summary]) -> list[list[str]]:
         return [self.pipeline.tokenizer.tokenize(summary_text(s)) for s in summaries]
