@@ -86,6 +86,7 @@ def test_reingest_is_a_no_op(api: httpx.Client) -> None:
 def test_search_finds_the_decision_and_explains_it(api: httpx.Client) -> None:
     found = ok(api, "/api/conversation/search", user_id="alice", query="which database did we choose?", explain=True)
     assert found["mode"] == "hybrid" and found["not_vector_indexed"] == 0
+    assert found["terms"] == ["databas", "choos"]  # stemmed, without "which", "did", "we"
     first = found["results"][0]
     # the day's summary matches, but less than twice the best turn (summary_lead_margin): the turn leads
     assert first["kind"] == "message" and first["day_label"] == "2024-03-04", found

@@ -221,9 +221,16 @@ def test_regenerate_refuses_a_day_it_cannot_summarise(client: TestClient, day: s
 # Search -----------------------------------------------------------------------------------------
 def test_search_highlights_words_and_links_to_the_message(client: TestClient) -> None:
     page = client.get("/search", params={"user": "alice", "q": "order A-7731"}).text
-    assert "<mark>7731</mark>" in page and "<mark>order</mark>" in page
+    assert "<mark>A-7731</mark>" in page and "<mark>order</mark>" in page  # the id whole, as it was searched
     assert "#m-alice-0038" in page and "covered by summary" in page
     assert re.search(r"<th>lexical</th>", page)
+
+
+def test_search_marks_the_searched_words_not_the_stop_words(client: TestClient) -> None:
+    page = client.get("/search", params={"user": "alice", "q": "what did we decide about the database?"}).text
+    marked = {m.lower() for m in re.findall(r"<mark>([^<]*)</mark>", page)}
+    assert "database" in marked
+    assert not marked & {"what", "did", "we", "about", "the", "whatever"}
 
 
 def test_search_scoped_to_a_day(client: TestClient) -> None:
@@ -267,9 +274,10 @@ def test_settings_show_status_never_the_token(client: TestClient) -> None:
 
 # Pure helpers -----------------------------------------------------------------------------------
 def test_highlight_escapes_and_marks_word_starts() -> None:
-    assert highlight("<b>Ordered</b> A-7731", "order a-7731") == \
+    assert highlight("<b>Ordered</b> A-7731", ["order", "a", "7731"]) == \
         "&lt;b&gt;<mark>Ordered</mark>&lt;/b&gt; A-<mark>7731</mark>"
-    assert highlight("a <i>", "") == "a &lt;i&gt;"
+    assert highlight("A-7731 or 7731", ["7731", "a-7731"]) == "<mark>A-7731</mark> or <mark>7731</mark>"
+    assert highlight("a <i>", []) == "a &lt;i&gt;"
 
 
 def test_markdown_keeps_html_as_text() -> None:

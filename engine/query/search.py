@@ -115,6 +115,7 @@ class Searcher:
             query=text, results=results, mode=q.mode, not_vector_indexed=pending,
             took_ms=round((time.perf_counter() - began) * 1000, 2),
             notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
+            terms=tuple(dict.fromkeys(q.tokens)),
         )
 
     # Query ----------------------------------------------------------------------------------

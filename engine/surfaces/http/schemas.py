@@ -135,6 +135,8 @@ class SearchOut(BaseModel):
     not_vector_indexed: int = Field(description="Messages found lexically but not yet in the vector index.")
     took_ms: float = Field(description="Time the search took.")
     notice: str | None = Field(None, description="Why the search degraded, e.g. fell back to lexical.")
+    terms: list[str] = Field([], description="The query's words as the keyword index searched them: stemmed, "
+                                              "without stop words (what a client may highlight).")
 
 
 class MessageOut(BaseModel):

@@ -145,7 +145,7 @@ def search_page(request: Request, engine: Engine, viewer: CurrentViewer, user: s
         response = engine.search(user_id, q, explain=True, **options)
     except InvalidInputError as exc:
         return render(request, "search.html", context | {"error": exc.message}, 422)
-    hits = [{"hit": h, "snippet": highlight(plain(h.snippet), q), "parts": score_rows(h.parts),
+    hits = [{"hit": h, "snippet": highlight(plain(h.snippet), response.terms), "parts": score_rows(h.parts),
              "open": _open_link(user_id, h)} for h in response.results]
     return render(request, "search.html", context | {"response": response, "hits": hits})
 

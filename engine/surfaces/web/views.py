@@ -10,7 +10,7 @@ import calendar
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Sequence
+from typing import Iterable, Sequence
 from zoneinfo import ZoneInfo
 
 from markdown_it import MarkdownIt
@@ -127,9 +127,13 @@ def fold(entries: Sequence[TimelineEntry], tz: ZoneInfo, open_id: str | None = N
     return blocks
 
 
-def highlight(text: str, query: str) -> Markup:
-    """`text` escaped, with the words of `query` (and words starting with them) in <mark>."""
-    words = {w.lower() for w in re.findall(r"\w+", query) if len(w) >= 3 or any(c.isdigit() for c in w)}
+def highlight(text: str, terms: Iterable[str]) -> Markup:
+    """`text` escaped, with the words that start with one of `terms` in <mark>.
+
+    `terms` are the search's own (stemmed, stop words dropped: `SearchResponse.terms`), so "the" or
+    "about" in a snippet stay plain and "decid" marks "decided"; one- and two-letter parts of an id
+    mark nothing."""
+    words = {w.lower() for w in terms if len(w) >= 3 or any(c.isdigit() for c in w)}
     if not words:
         return escape(text)
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")\w*",
