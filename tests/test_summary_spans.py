@@ -1,10 +1,14 @@
-"""Which summaries cover a message (engine/query/summary_index.Spans): the search's summary context."""
+"""Which summaries cover a message (engine/query/summary_index.Spans): the search's summary context;
+and which summaries a search scores (`SummaryMatches.candidates`)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import numpy as np
 
-from engine.query.summary_index import Spans
+from engine.models import Summary
+from engine.query.summary_index import Spans, SummaryMatches
 
 
 def _brute(threads, starts, ends, thread, seqs):
@@ -27,3 +31,34 @@ def test_covering_finds_exactly_the_summaries_over_each_seq_also_after_a_filter(
                 seqs = rng.integers(0, 260, int(rng.integers(0, 30)))
                 at, rows = view.covering(thread, seqs)
                 assert sorted(zip(at.tolist(), rows.tolist())) == _brute(t, s, e, thread, seqs)
+
+
+def _matches(n: int, rng: np.random.Generator) -> SummaryMatches:
+    at = datetime(2024, 3, 4, tzinfo=timezone.utc)
+    summaries = tuple(Summary(f"s{i}", f"t{i % 2}", "u", "conversation", 10 * (i // 2), 10 * (i // 2) + 9, "", at, at)
+                      for i in range(n))
+    raw = np.where(rng.random(n) < 0.5, rng.random(n) * 5, 0.0)
+    vectors = rng.standard_normal((n, 4)).astype(np.float32)
+    return SummaryMatches(summaries, raw, raw > 0, vectors, Spans.of(summaries))
+
+
+def test_a_search_scores_the_best_lexical_summaries_and_those_over_its_messages() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        matches = _matches(40, rng)
+        threads, seqs = ["t0", "t1", "t1"], [int(rng.integers(0, 200)), int(rng.integers(0, 200)), 5]
+        picked = matches.candidates(threads, seqs, depth=3)
+        ids = {s.summary_id for s in picked.summaries}
+        best = sorted(np.flatnonzero(matches.matched), key=lambda i: -matches.lexical_raw[i])[:3]
+        covering = {s.summary_id for s in matches.summaries
+                    for thread, seq in zip(threads, seqs) if s.thread_id == thread and s.covers(seq)}
+        assert ids == {f"s{i}" for i in best} | covering
+        rows = [int(s.summary_id[1:]) for s in picked.summaries]
+        assert rows == sorted(rows)  # the user's order, each with its own score, vector and span
+        assert np.array_equal(picked.lexical_raw, matches.lexical_raw[rows])
+        assert np.array_equal(picked.vectors, matches.vectors[rows])
+        assert np.array_equal(picked.cosine(np.ones(4, dtype=np.float32)), matches.cosine(np.ones(4, dtype=np.float32))[rows])
+        at, found = picked.spans.covering_pairs(threads, seqs)
+        assert {picked.summaries[r].summary_id for r in found} == covering
+    everything = _matches(6, rng)  # s0..s5 over seqs 0-29 of t0 and t1: every one covers a message
+    assert everything.candidates(["t0", "t1"] * 3, [0, 0, 10, 10, 20, 20], depth=1) is everything

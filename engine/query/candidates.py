@@ -45,6 +45,10 @@ class MessageCandidates:
     shared: np.ndarray  # query weight (idf) its own line shares
     tokens: tuple[frozenset[str], ...]  # its own line's lexical tokens (with the speaker's label)
 
+    def threads_and_seqs(self) -> tuple[list[str], list[int]]:
+        """Each message's thread and seq."""
+        return [c.thread_id for c in self.chunks], [c.message_seqs[line] for c, line in zip(self.chunks, self.lines)]
+
 
 @dataclass(frozen=True, slots=True)
 class LexicalSide:

@@ -101,7 +101,7 @@ class Searcher:
         with shard.lock:
             lexical = lexical_side(shard, q.tokens, intervals, self._depth(limit)) if "message" in kinds else None
             windows = self._windows(shard, lexical, query_idf(shard, q.tokens), q, intervals, limit)
-        scored = self._scored_summaries(matches, q)
+        scored = self._scored_summaries(matches, q, windows, limit)
         messages = (self._message_hits(user_id, shard, windows, q, limit, penalty, scored if wants_context else None)
                     if windows is not None else [])
         floor_of = [h for h in messages if passes_floor(h.parts, min_score)]
@@ -159,14 +159,14 @@ class Searcher:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
         found, fused, messages, idf = windows
         window = fused.fused[messages.windows]
-        seqs = [c.message_seqs[line] for c, line in zip(messages.chunks, messages.lines)]
+        threads, seqs = messages.threads_and_seqs()
         cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
         lines = [_without_label(c.message_lines()[line], card.label) if card is not None else ""
                  for c, line, card in zip(messages.chunks, messages.lines, cards)]
         shared = self._with_phrases(messages, lines, q.tokens, idf, shard)
         own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,
                          vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
-        summary = (summaries.covering([c.thread_id for c in messages.chunks], seqs) if summaries is not None
+        summary = (summaries.covering(threads, seqs) if summaries is not None
                    else np.full(len(seqs), np.nan))
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
@@ -264,10 +264,14 @@ class Searcher:
                     lexical_weight=self.settings.lexical_weight, rrf_k=self.settings.rrf_k)
 
     # Summaries ------------------------------------------------------------------------------
-    def _scored_summaries(self, matches: SummaryMatches | None, q: _Query) -> ScoredSummaries | None:
-        """Every summary the filters allow, fused like windows: hits, and context for messages."""
+    def _scored_summaries(self, matches: SummaryMatches | None, q: _Query, windows: _Windows | None,
+                          limit: int) -> ScoredSummaries | None:
+        """The summaries the filters allow, fused like windows: hits, and context for messages. When
+        messages were searched, only the candidates among them (`SummaryMatches.candidates`)."""
         if matches is None or not matches.summaries:
             return None
+        if windows is not None:
+            matches = matches.candidates(*windows.messages.threads_and_seqs(), self._depth(limit))
         fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
         return ScoredSummaries(matches.summaries, fused, matches.spans)
 

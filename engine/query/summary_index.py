@@ -36,6 +36,22 @@ class SummaryMatches:
         """Each summary's cosine with the query (NaN: no vector yet); None without both vectors."""
         return None if query_vector is None or self.vectors is None else self.vectors @ query_vector
 
+    def take(self, rows: np.ndarray) -> "SummaryMatches":
+        """These rows only (ascending)."""
+        return SummaryMatches(tuple(self.summaries[i] for i in rows), self.lexical_raw[rows], self.matched[rows],
+                              self.vectors[rows] if self.vectors is not None else None, self.spans.take(rows))
+
+    def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int) -> "SummaryMatches":
+        """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
+        covering a candidate message (whose context it gives). A summary close to the query in meaning
+        covers messages the vector side found; the others are not read, so the cosines cost what the
+        candidates do, not what the user's summaries do (a 1M-message user has ~59,000: 8 ms a search)."""
+        lexical = np.flatnonzero(self.matched)
+        if len(lexical) > depth:
+            lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
+        rows = np.union1d(lexical, self.spans.covering_pairs(thread_ids, seqs)[1])
+        return self if len(rows) == len(self.summaries) else self.take(rows)
+
 
 @dataclass(frozen=True, slots=True)
 class Spans:
