@@ -149,11 +149,14 @@ class FusedScores:
     fused: np.ndarray
     how: np.ndarray  # the fusion each score came from
 
-    def parts(self, i: int) -> ScoreParts:
+    def parts(self, i: int, *, fused: float | None = None, penalty: float = 1.0, window: float | None = None,
+              own: float | None = None, summary: float | None = None, own_lexical: float | None = None) -> ScoreParts:
+        """Candidate i's parts; a message hit gives its own fused score and the parts it adds to its window's."""
         return ScoreParts(vector=float(self.vector[i]) if self.has_vector[i] else None, lexical=float(self.lexical[i]),
-                          lexical_raw=float(self.raw[i]), fused=float(self.fused[i]), penalty=1.0,
-                          vector_rank=rank_at(self.vector, self.has_vector, i),
-                          lexical_rank=rank_at(self.raw, self.matched, i), fusion=str(self.how[i]))
+                          lexical_raw=float(self.raw[i]), fused=float(self.fused[i]) if fused is None else fused,
+                          penalty=penalty, vector_rank=rank_at(self.vector, self.has_vector, i),
+                          lexical_rank=rank_at(self.raw, self.matched, i), fusion=str(self.how[i]), window=window,
+                          own=own, summary=summary, own_lexical=own_lexical)
 
 
 def fuse(raw: np.ndarray, matched: np.ndarray, cosine: np.ndarray | None, *, mode: str, fusion: str,

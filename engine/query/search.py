@@ -179,10 +179,11 @@ class Searcher:
         lexical = own_lexical(messages.shared)
         hits = []
         for (i, card), is_covered in zip(shown, covered.tolist()):
-            parts = replace(fused.parts(messages.windows[i]), fused=float(scores[i]), window=float(window[i]),
-                            own=float(own[i]), summary=None if np.isnan(summary[i]) else float(summary[i]),
-                            own_lexical=float(lexical[i]))
-            hits.append(self._hit(card, lines[i], messages.chunks[i], parts, is_covered, penalty, q))
+            parts = fused.parts(messages.windows[i], fused=float(scores[i]), window=float(window[i]), own=float(own[i]),
+                                summary=None if np.isnan(summary[i]) else float(summary[i]),
+                                own_lexical=float(lexical[i]),
+                                penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
+            hits.append(self._hit(card, lines[i], messages.chunks[i], parts, is_covered, q))
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
         return hits[:limit]
 
@@ -232,9 +233,8 @@ class Searcher:
         share = np.array([asking_share(line) for line in lines])
         return weigh_asking(scores, share, weight=s.question_turn_weight)
 
-    def _hit(self, card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, is_covered: bool, penalty: bool,
-             q: _Query) -> SearchHit:
-        parts = replace(parts, penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
+    @staticmethod
+    def _hit(card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, is_covered: bool, q: _Query) -> SearchHit:
         return SearchHit(
             kind="message", score=round(parts.final, 6), thread_id=card.thread_id, day_label=card.day_label,
             day_segment_id=day_segment_id(card.thread_id, card.day_label),
