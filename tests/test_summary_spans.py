@@ -60,5 +60,6 @@ def test_a_search_scores_the_best_lexical_summaries_and_those_over_its_messages(
         assert np.array_equal(picked.cosine(np.ones(4, dtype=np.float32)), matches.cosine(np.ones(4, dtype=np.float32))[rows])
         _, found = picked.spans.covering_pairs(threads, seqs)
         assert {picked.summaries[r].summary_id for r in found} == covering
+        assert matches.candidates(threads, seqs, depth=40) is matches  # no more than a list holds: all
     everything = _matches(6, rng)  # s0..s5 over seqs 0-29 of t0 and t1: every one covers a message
     assert everything.candidates(["t0", "t1"] * 3, [0, 0, 10, 10, 20, 20], depth=1) is everything

@@ -45,7 +45,10 @@ class SummaryMatches:
         """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
         covering a candidate message (whose context it gives). A summary close to the query in meaning
         covers messages the vector side found; the others are not read, so the cosines cost what the
-        candidates do, not what the user's summaries do (a 1M-message user has ~59,000: 8 ms a search)."""
+        candidates do, not what the user's summaries do (a 1M-message user has ~59,000: 8 ms a search).
+        A user with no more summaries than a list holds has them all scored."""
+        if len(self.summaries) <= depth:
+            return self
         lexical = np.flatnonzero(self.matched)
         if len(lexical) > depth:
             lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
