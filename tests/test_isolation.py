@@ -93,9 +93,10 @@ def assert_own(answer: Any, user: str) -> None:
 
 
 def _without_echo(data: Any) -> Any:
-    """The answer minus the caller's own query echoed back (it may hold any user's words)."""
+    """The answer minus the caller's own query echoed back, whole or as its search terms (it may hold
+    any user's words)."""
     if isinstance(data, dict):
-        return {k: _without_echo(v) for k, v in data.items() if k not in ("query", "requested")}
+        return {k: _without_echo(v) for k, v in data.items() if k not in ("query", "requested", "terms")}
     if isinstance(data, list):
         return [_without_echo(v) for v in data]
     return data
