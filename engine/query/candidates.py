@@ -44,10 +44,8 @@ class MessageCandidates:
     cosine: np.ndarray  # the message's own cosine with the query, NaN without a vector
     shared: np.ndarray  # query weight (idf) its own line shares
     tokens: tuple[frozenset[str], ...]  # its own line's lexical tokens (with the speaker's label)
-
-    def threads_and_seqs(self) -> tuple[list[str], list[int]]:
-        """Each message's thread and seq."""
-        return [c.thread_id for c in self.chunks], [c.message_seqs[line] for c, line in zip(self.chunks, self.lines)]
+    thread_ids: tuple[str, ...]  # each message's thread and seq: what its summaries are looked up by
+    seqs: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +111,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
     windows: list[int] = []
     shared: list[float] = []
     own_tokens: list[frozenset[str]] = []
+    seqs: list[int] = []
     for index in order:
         label = int(labels[index])
         chunk = shard.chunks[label]
@@ -128,7 +127,9 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
             windows.append(int(index))
             shared.append(sum(idf[t] for t in wanted if t in line_tokens[line]))
             own_tokens.append(line_tokens[line])
+            seqs.append(seq)
     cosine = (shard.message_vectors.similarities(ids, vector) if vector is not None and ids
               else np.full(len(ids), np.nan))
     return MessageCandidates(tuple(ids), tuple(chunks), tuple(lines), np.asarray(windows, dtype=np.int64),
-                             np.asarray(cosine, dtype=np.float64), np.asarray(shared, dtype=np.float64), tuple(own_tokens))
+                             np.asarray(cosine, dtype=np.float64), np.asarray(shared, dtype=np.float64), tuple(own_tokens),
+                             tuple(c.thread_id for c in chunks), tuple(seqs))

@@ -159,15 +159,14 @@ class Searcher:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
         found, fused, messages, idf = windows
         window = fused.fused[messages.windows]
-        threads, seqs = messages.threads_and_seqs()
-        cards = [shard.messages.get(c.thread_id, seq) for c, seq in zip(messages.chunks, seqs)]
+        cards = [shard.messages.get(thread_id, seq) for thread_id, seq in zip(messages.thread_ids, messages.seqs)]
         lines = [_without_label(c.message_lines()[line], card.label) if card is not None else ""
                  for c, line, card in zip(messages.chunks, messages.lines, cards)]
         shared = self._with_phrases(messages, lines, q.tokens, idf, shard)
         own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,
                          vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
-        summary = (summaries.covering(threads, seqs) if summaries is not None
-                   else np.full(len(seqs), np.nan))
+        summary = (summaries.covering(messages.thread_ids, messages.seqs) if summaries is not None
+                   else np.full(len(messages.seqs), np.nan))
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
@@ -271,7 +270,7 @@ class Searcher:
         if matches is None or not matches.summaries:
             return None
         if windows is not None:
-            matches = matches.candidates(*windows.messages.threads_and_seqs(), self._depth(limit))
+            matches = matches.candidates(windows.messages.thread_ids, windows.messages.seqs, self._depth(limit))
         fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
         return ScoredSummaries(matches.summaries, fused, matches.spans)
 

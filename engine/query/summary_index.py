@@ -38,8 +38,7 @@ class SummaryMatches:
 
     def take(self, rows: np.ndarray) -> "SummaryMatches":
         """These rows only (ascending)."""
-        return SummaryMatches(tuple(self.summaries[i] for i in rows), self.lexical_raw[rows], self.matched[rows],
-                              self.vectors[rows] if self.vectors is not None else None, self.spans.take(rows))
+        return _rows_of(self.summaries, self.vectors, self.spans, rows, self.lexical_raw[rows], self.matched[rows])
 
     def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int) -> "SummaryMatches":
         """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
@@ -54,6 +53,13 @@ class SummaryMatches:
             lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
         rows = np.union1d(lexical, self.spans.covering_pairs(thread_ids, seqs)[1])
         return self if len(rows) == len(self.summaries) else self.take(rows)
+
+
+def _rows_of(summaries: tuple[Summary, ...], vectors: np.ndarray | None, spans: "Spans", rows: np.ndarray,
+             lexical_raw: np.ndarray, matched: np.ndarray) -> SummaryMatches:
+    """The matches of these rows (ascending) of the summaries, given their scores."""
+    return SummaryMatches(tuple(summaries[i] for i in rows), lexical_raw, matched,
+                          vectors[rows] if vectors is not None else None, spans.take(rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +194,7 @@ class SummaryIndex:
             raw, matched = entry.bm25.match(query_tokens).scored(entry.labels if rows is None else entry.labels[rows])
         vectors = entry.vectors if with_vectors else None
         if rows is not None:
-            return SummaryMatches(tuple(entry.summaries[i] for i in rows), raw, matched,
-                                  vectors[rows] if vectors is not None else None, entry.spans.take(rows))
+            return _rows_of(entry.summaries, vectors, entry.spans, rows, raw, matched)
         return SummaryMatches(entry.summaries, raw, matched, vectors, entry.spans)  # no copy of the matrix
 
     def spans(self, user_id: str) -> Spans:
