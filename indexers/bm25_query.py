@@ -4,7 +4,8 @@ no more of the postings than the question needs.
 Why: at 1M windows a query's common words have postings in the hundreds of thousands, and summing
 all of them into a dense array of every document was most of a search's time (docs/benchmarks.md).
 The top list first scores only the documents of the query's rarest term(s), the other terms' share
-read off their postings by binary search; when the k-th of those scores beats anything the other
+read off their postings by binary search (or by one walk over a term's postings, when the candidates
+are many against them: tens of thousands of binary searches were what made 1M's slowest queries); when the k-th of those scores beats anything the other
 terms alone could give (their weights times k1 + 1: MaxScore, Turtle & Flood 1995), no other
 document can enter the list. Otherwise (one term, or rare terms too common), it sums every posting. A
 document's sum always adds its terms in ascending term id, so both ways give the same floats.
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["TermPostings", "Bm25Match"]
 
 PRUNE_FROM = 65_536  # postings of all the query's terms: below it, summing them all is the cheaper way
-RARE_BUDGET = 1 / 16  # the rarer terms' postings read to find the top k: at most this share of the documents
+RARE_BUDGET = 1 / 8  # the rarer terms' postings read to find the top k: at most this share of the documents
+WALK_PER_ID = 16  # up to this many postings per id to score, a term's postings are walked, not searched
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,9 @@ class Bm25Match:
             dense, matched = self._dense()
             return np.where(hit, dense[ids], 0.0), hit & matched[ids]
         out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
-        out[hit], matched[hit] = self._scores_of(ids[hit])
+        distinct, inverse = np.unique(ids[hit], return_inverse=True)  # a label asked twice is scored once
+        scores, shares = self._scores_of(distinct)
+        out[hit], matched[hit] = scores[inverse], shares[inverse]
         return out, matched
 
     def _best(self, k: int, cand: np.ndarray, cand_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,15 +109,15 @@ class Bm25Match:
             return None
         ordered = sorted(self.terms, key=lambda t: t.size)
         cand, scores, read = np.zeros(0, np.int64), np.zeros(0, np.float64), 0
+        seen = np.zeros(n, bool) if mask is None else ~mask  # scored already, or not allowed
         for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
             term = ordered[split - 1]
             read += term.size
             if read > RARE_BUDGET * n:
                 return None
-            new = np.unique(np.concatenate(term.docs))
-            new = new[~np.isin(new, cand)] if len(cand) else new
-            if mask is not None:
-                new = new[mask[new]]
+            new = np.concatenate(term.docs)  # distinct: a document lives in one segment
+            new = new[~seen[new]]
+            seen[new] = True
             # a document's score is whole (every term's share), so the earlier ones stay as they are
             cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)[0]))
             if len(cand) < k:
@@ -124,15 +128,23 @@ class Bm25Match:
         return None
 
     def _scores_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(exact score, shares a query term) of these internal ids, each term's share found by binary search."""
+        """(exact score, shares a query term) of these distinct internal ids. Each term's share is
+        found by binary search per id, or, when the term has few postings for that many ids, by
+        walking its postings once (a search costs ~20x a posting's step)."""
         out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
         norm, k1 = self.index.length_norm(), self.index.params.k1
+        rows: _Rows | None = None
         for term in self.terms:  # ascending term id: the order the dense sum adds them in
             for docs, tfs in zip(term.docs, term.tfs):
-                pos = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
-                hit = docs[pos] == ids
-                out[hit] += contributions(term.weight, tfs[pos[hit]], ids[hit], norm, k1)
-                matched |= hit
+                if len(docs) <= WALK_PER_ID * len(ids):
+                    rows = rows or _Rows(ids, len(self.index))
+                    at, found = rows.of(docs)
+                else:
+                    pos = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
+                    hit = docs[pos] == ids
+                    at, found = np.flatnonzero(hit), pos[hit]
+                out[at] += contributions(term.weight, tfs[found], ids[at], norm, k1)
+                matched[at] = True
         return out, matched
 
     def _dense(self) -> tuple[np.ndarray, np.ndarray]:
@@ -144,3 +156,18 @@ class Bm25Match:
         matched = np.zeros(n, bool)
         matched[doc] = True
         return np.bincount(doc, weights=contrib, minlength=n), matched
+
+
+class _Rows:
+    """Where each of some distinct internal ids sits in their array, for walking postings against them."""
+
+    def __init__(self, ids: np.ndarray, n: int) -> None:
+        self.wanted = np.zeros(n, bool)
+        self.wanted[ids] = True
+        self.row = np.empty(n, np.int32)  # read only where `wanted`
+        self.row[ids] = np.arange(len(ids), dtype=np.int32)
+
+    def of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows in ids, positions in docs) of the postings whose document is one of the ids."""
+        found = np.flatnonzero(self.wanted[docs])
+        return self.row[docs[found]], found

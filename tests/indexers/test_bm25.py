@@ -277,16 +277,22 @@ def test_load_detects_inconsistent_arrays(tmp_path: Path) -> None:
         Bm25Index.load(tmp_path / "does-not-exist")
 
 
-def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("walk_per_id", [0, 16, 10**9])  # every share by binary search, either way, by walking
+def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch: pytest.MonkeyPatch,
+                                                                    walk_per_id: int) -> None:
     """The top list taken from the rarest terms' documents (MaxScore) is the exhaustive one, to the
-    float and the tie; scores_for by binary search equals the dense sum too."""
+    float and the tie, however the candidates' shares are found and however many segments hold
+    the postings; scores_for by binary search equals the dense sum too."""
     monkeypatch.setattr("indexers.bm25_query.PRUNE_FROM", 0)  # this small index would sum everything
+    monkeypatch.setattr("indexers.bm25_query.WALK_PER_ID", walk_per_id)
     rng = np.random.default_rng(5)
     common, rare = [f"c{i}" for i in range(4)], [f"r{i}" for i in range(400)]
     docs = [[w for w in common if rng.random() < 0.5] + list(rng.choice(rare, int(rng.integers(0, 4))))
             + ["c0"] * int(rng.integers(0, 3)) for _ in range(3000)]
     index = Bm25Index()
-    index.add(list(range(0, 6000, 2)), docs)
+    for start, end in ((0, 2000), (2000, 2700), (2700, 2950), (2950, 3000)):  # segments of falling size
+        index.add(list(range(2 * start, 2 * end, 2)), docs[start:end])
+    assert len(index._segments) > 1  # noqa: SLF001
     index.remove(range(0, 600, 6))  # renumbered documents
     pruned = 0
     for _ in range(200):
@@ -305,9 +311,12 @@ def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch
     assert pruned > 50  # the rare terms decided most of these top lists
 
 
-def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float() -> None:
-    """A few labels are scored by binary search, many by summing the postings once: both give every
+@pytest.mark.parametrize("walk_per_id", [0, 10**9])  # a few labels' shares by binary search, or by walking
+def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float(monkeypatch: pytest.MonkeyPatch,
+                                                                         walk_per_id: int) -> None:
+    """A few labels are scored one by one, many by summing the postings once: both give every
     label the dense sum's float, and say which share a query term (even scoring <= 0)."""
+    monkeypatch.setattr("indexers.bm25_query.WALK_PER_ID", walk_per_id)
     rng = np.random.default_rng(11)
     words = [f"w{i}" for i in range(60)]
     index = Bm25Index()
@@ -316,7 +325,7 @@ def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float() -> No
     for _ in range(100):
         match = index.match(list(rng.choice(words, int(rng.integers(1, 4)))))
         dense, matched = match._dense()  # noqa: SLF001
-        for labels in (rng.choice(1700, 3), np.arange(0, 1700)):  # binary search, then the dense way
+        for labels in (rng.choice(1700, 3), np.array([6, 6, 10]), np.arange(0, 1700)):  # searched, dense
             ids = index.doc_ids(labels)
             scores, shares = match.scored(labels)
             assert scores.tolist() == [dense[i] if i >= 0 else 0.0 for i in ids]
