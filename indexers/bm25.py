@@ -201,9 +201,10 @@ class Bm25Index:
         tids, counts = self._query_terms(query_tokens)
         weights = self._idf()[tids] * counts
         slices: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(tids))]
+        keys = tids.astype(np.int32)  # the segments' type: searching with another would copy their terms
         for seg in self._segments:
-            pos = np.minimum(np.searchsorted(seg.terms, tids), len(seg.terms) - 1)
-            for j in np.flatnonzero(seg.terms[pos] == tids):
+            pos = np.minimum(np.searchsorted(seg.terms, keys), len(seg.terms) - 1)
+            for j in np.flatnonzero(seg.terms[pos] == keys):
                 start, end = seg.ptr[pos[j]], seg.ptr[pos[j] + 1]
                 slices[j].append((seg.docs[start:end], seg.tfs[start:end]))
         return Bm25Match(self, tuple(TermPostings(float(w), tuple(d for d, _ in found), tuple(f for _, f in found))

@@ -4,11 +4,12 @@ no more of the postings than the question needs.
 Why: at 1M windows a query's common words have postings in the hundreds of thousands, and summing
 all of them into a dense array of every document was most of a search's time (docs/benchmarks.md).
 The top list first scores only the documents of the query's rarest term(s), the other terms' share
-read off their postings by binary search (or by one walk over a term's postings, when the candidates
-are many against them: tens of thousands of binary searches were what made 1M's slowest queries); when the k-th of those scores beats anything the other
-terms alone could give (their weights times k1 + 1: MaxScore, Turtle & Flood 1995), no other
-document can enter the list. Otherwise (one term, or rare terms too common), it sums every posting. A
-document's sum always adds its terms in ascending term id, so both ways give the same floats.
+read off their postings by binary search (or by one walk over a term's postings when the candidates
+are many against them: tens of thousands of binary searches made 1M's slowest queries); when the
+k-th of those scores beats anything the other terms alone could give (their weights times k1 + 1:
+MaxScore, Turtle & Flood 1995), no other document can enter the list. Otherwise (one term, or rare
+terms too common), it sums every posting. A document's sum always adds its terms in ascending term
+id, so both ways give the same floats.
 """
 
 from __future__ import annotations
@@ -134,14 +135,15 @@ class Bm25Match:
         out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
         norm, k1 = self.index.length_norm(), self.index.params.k1
         rows: _Rows | None = None
+        keys = ids.astype(np.int32)  # the postings' type: searching with another would copy the postings
         for term in self.terms:  # ascending term id: the order the dense sum adds them in
             for docs, tfs in zip(term.docs, term.tfs):
                 if len(docs) <= WALK_PER_ID * len(ids):
                     rows = rows or _Rows(ids, len(self.index))
                     at, found = rows.of(docs)
                 else:
-                    pos = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
-                    hit = docs[pos] == ids
+                    pos = np.minimum(np.searchsorted(docs, keys), len(docs) - 1)
+                    hit = docs[pos] == keys
                     at, found = np.flatnonzero(hit), pos[hit]
                 out[at] += contributions(term.weight, tfs[found], ids[at], norm, k1)
                 matched[at] = True
