@@ -26,7 +26,7 @@ from indexers.phases import Phases, per_second
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
 from indexers.embedders import Embedder
-from engine.store.embedding_cache import content_hash
+from engine.store.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
@@ -253,21 +253,23 @@ class IndexPipeline:
             put_message_vectors(shard, own, window_vectors, ids, line_vectors)
         return hits, len(vectors)
 
-    def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str],
-                       batch: int = 256) -> tuple[np.ndarray, int]:
-        """Vectors of texts keyed by content hash, from the cache where it has them; (vectors, hits).
-        What is missing is embedded and cached `batch` texts at a time: a crash loses one batch."""
-        if self.embedder is None or self.cache is None:
+    def cached_vectors(self, user_id: str, hashes: Sequence[str], texts: Sequence[str], batch: int = 256,
+                       cache: EmbeddingCache | None = None) -> tuple[np.ndarray, int]:
+        """Vectors of texts keyed by content hash, from the cache (default: the windows') where it
+        has them; (vectors, hits). What is missing is embedded and cached `batch` texts at a time:
+        a crash loses one batch."""
+        cache = cache or self.cache
+        if self.embedder is None or cache is None:
             raise ValueError("no embedder is configured")
         if not hashes:
             return np.zeros((0, self.embedder.dim), dtype=np.float32), 0
-        known = self.cache.get(user_id, hashes)
+        known = cache.get(user_id, hashes)
         hits = sum(1 for h in hashes if h in known)
         missing = sorted({h: t for h, t in zip(hashes, texts) if h not in known}.items())
         for start in range(0, len(missing), batch):
             part = missing[start:start + batch]
             vectors = self.embedder.embed([text for _, text in part])
-            self.cache.put(user_id, [h for h, _ in part], vectors)
+            cache.put(user_id, [h for h, _ in part], vectors)
             known.update(zip((h for h, _ in part), vectors))
         return np.stack([known[h] for h in hashes]).astype(np.float32), hits
 

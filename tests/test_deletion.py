@@ -119,8 +119,10 @@ def _hashes(e: ConversationEngine, user: str, ids: set[str]) -> list[str]:
 
 
 def _cached(e: ConversationEngine, user: str, hashes: list[str]) -> int:
-    rows = e.store.db.execute(
-        "SELECT count(*) FROM embedding_cache WHERE user_id = ? AND list_contains(?, content_hash)", [user, hashes])
+    rows = e.store.db.execute(  # windows' and lines' vectors, and summaries'
+        "SELECT count(*) FROM (SELECT user_id, content_hash FROM embedding_cache UNION ALL "
+        "SELECT user_id, content_hash FROM summary_embeddings) WHERE user_id = ? AND list_contains(?, content_hash)",
+        [user, hashes])
     return int(rows[0][0])
 
 
@@ -210,7 +212,8 @@ def test_delete_user_forgets_everything(engine: ConversationEngine) -> None:
     assert directory.exists()
     assert engine.delete_user("alice") >= 16
     db = engine.store.db
-    for table in ("users", "threads", "messages", "conversations", "day_segments", "summaries", "embedding_cache"):
+    for table in ("users", "threads", "messages", "conversations", "day_segments", "summaries", "embedding_cache",
+                  "summary_embeddings"):
         assert db.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'alice'")[0][0] == 0, table
     assert not directory.exists() and _cached(engine, "alice", hashes) == 0
     with pytest.raises(UnknownUserError):

@@ -48,6 +48,23 @@ def test_migrations_are_applied_once(tmp_path):
     db.close()
 
 
+def test_release_buffers_drops_the_blocks_a_whole_table_read_left_cached(tmp_path):
+    path = tmp_path / "s.duckdb"
+    db = Database(path)
+    db.execute("CREATE TABLE big AS SELECT range AS i, md5(range::VARCHAR) || md5((-range)::VARCHAR) AS s FROM range(400000)")
+    db.close()  # on disk: blocks the buffer pool caches when they are read
+    db = Database(path)
+    cached = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+    limit = db.execute("SELECT current_setting('memory_limit')")
+    assert db.execute("SELECT count(DISTINCT s) FROM big")[0][0] == 400000
+    before = db.execute(cached)[0][0]
+    db.release_buffers()
+    assert before > 8 * 2**20 and db.execute(cached)[0][0] < before / 10
+    assert db.execute("SELECT current_setting('memory_limit')") == limit  # back to what it was
+    assert db.execute("SELECT count(*) FROM big")[0][0] == 400000
+    db.close()
+
+
 def test_unknown_ids_and_zones_get_clear_errors(tmp_path):
     with Store(tmp_path / "s.duckdb") as store:
         with pytest.raises(UnknownUserError, match="ensure_user"):

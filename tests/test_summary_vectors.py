@@ -39,7 +39,8 @@ def engine(tmp_path: Path):
 
 
 def _cached_rows(engine: ConversationEngine) -> int:
-    return int(engine.store.db.execute("SELECT count(*) FROM embedding_cache")[0][0])
+    tables = ("embedding_cache", "summary_embeddings")
+    return sum(int(engine.store.db.execute(f"SELECT count(*) FROM {table}")[0][0]) for table in tables)
 
 
 def test_summaries_are_embedded_when_written_and_a_search_embeds_or_writes_nothing(engine: ConversationEngine):
@@ -47,8 +48,8 @@ def test_summaries_are_embedded_when_written_and_a_search_embeds_or_writes_nothi
     assert isinstance(embedder, CountingEmbedder)
     engine.ingest("alice", messages(ALICE))  # a later day opens: 4 March's summary is written
     summaries = engine.store.timeline.summaries_of_user("alice")
-    assert summaries and engine.pipeline.cache is not None
-    assert engine.pipeline.cache.missing("alice", [summary_key(s) for s in summaries]) == []
+    assert summaries and engine.summary_index.cache is not None
+    assert engine.summary_index.cache.missing("alice", [summary_key(s) for s in summaries]) == []
     engine.summary_index.forget("alice")  # the search rebuilds the index: where summaries used to be embedded
     rows, embedder.texts = _cached_rows(engine), []
     response = engine.search("alice", "which database did we pick", kinds=["summary"], explain=True)
@@ -91,3 +92,26 @@ def test_one_users_summary_write_leaves_the_other_users_index_alone(engine: Conv
     engine.search("bob", "database", kinds=["summary"])
     assert engine.summary_index._entries["bob"] is built["bob"]
     assert engine.store.timeline.revision("alice") > revisions["alice"] + 1
+
+
+def test_a_store_from_before_the_summaries_table_moves_their_vectors_over(tmp_path: Path):
+    """Schema 3 keeps summaries' vectors in a table of their own; a store whose summary vectors are
+    in the shared table (schema 2) gets them moved, so nothing is embedded again."""
+    home = tmp_path / "home"
+    with ConversationEngine(home, settings=Settings(), embedder=CountingEmbedder(), clock=lambda: NOW) as e:
+        e.add_user("alice", "Europe/Paris")
+        e.ingest("alice", messages(ALICE))
+        e.summarize_range("alice", 1, 4)  # one with a title, and a day summary
+        keys = sorted(summary_key(s) for s in e.store.timeline.summaries_of_user("alice"))
+        db = e.store.db
+        db.execute("INSERT INTO embedding_cache SELECT * FROM summary_embeddings")  # schema 2's place
+        db.execute("DROP TABLE summary_embeddings")
+        db.execute("DELETE FROM schema_version WHERE version = 3")
+    with ConversationEngine(home, settings=Settings(), embedder=CountingEmbedder(), clock=lambda: NOW) as e:
+        moved = e.store.db.execute("SELECT content_hash FROM summary_embeddings WHERE user_id = 'alice' ORDER BY 1")
+        assert len(keys) >= 2 and [r[0] for r in moved] == keys
+        embedder = e.pipeline.embedder
+        assert isinstance(embedder, CountingEmbedder)
+        assert e.summary_index.embed_pending("alice") == 0 and embedder.texts == []
+        hits = e.search("alice", "which database did we pick", kinds=["summary"], explain=True).results
+        assert hits and all(h.parts is not None and h.parts.vector is not None for h in hits)

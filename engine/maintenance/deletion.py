@@ -66,11 +66,11 @@ class Deleter:
         """Drop cached vectors no live window, message line or summary uses: a window re-chunked
         or a summary rewritten since it was embedded left its old text's vector behind, and it
         may hold deleted words. (Also after a reindex, which may re-chunk.)"""
-        if self.pipeline.cache is None:
-            return
-        live = self.pipeline.live_hashes(user_id)
-        live.update(summary_key(s) for s in self.store.timeline.summaries_of_user(user_id))
-        self.pipeline.cache.keep_only(user_id, live)
+        if self.pipeline.cache is not None:
+            self.pipeline.cache.keep_only(user_id, self.pipeline.live_hashes(user_id))
+        if self.summary_index.cache is not None:
+            self.summary_index.cache.keep_only(
+                user_id, [summary_key(s) for s in self.store.timeline.summaries_of_user(user_id)])
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
         conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
@@ -85,6 +85,8 @@ class Deleter:
         count = self.store.delete_user(user_id)
         self.pipeline.forget_user(user_id)
         self.summary_index.forget(user_id)
+        if self.summary_index.cache is not None:
+            self.summary_index.cache.forget(user_id)  # its rows went with the user's; this drops what it knew
         return count
 
     def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> None:
@@ -99,6 +101,6 @@ class Deleter:
             self.store.delete_messages([m.message_id for m in doomed])
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
-        if self.pipeline.cache is not None and touched:
-            self.pipeline.cache.forget(user_id, [summary_key(s) for s in touched])
+        if self.summary_index.cache is not None and touched:
+            self.summary_index.cache.forget(user_id, [summary_key(s) for s in touched])
         self.pipeline.forget_messages(user_id, thread_id, set(seqs))

@@ -158,6 +158,7 @@ class SummaryIndex:
 
     def __init__(self, pipeline: IndexPipeline) -> None:
         self.pipeline = pipeline
+        self.cache = pipeline.store.summary_embedding_cache(pipeline.embedder.name) if pipeline.embedder else None
         self._entries: dict[str, _Entry] = {}
         self._embedded: dict[str, int] = {}  # user -> the summary revision whose summaries all have vectors
         self._lock = threading.Lock()
@@ -165,13 +166,13 @@ class SummaryIndex:
     def embeds_pending(self, user_id: str) -> bool:
         """Whether this process wrote summaries of the user since `embed_pending` last ran for them
         (what the background step asks, without reading the store)."""
-        return self.pipeline.cache is not None and self._embedded.get(user_id, 0) != self._revision(user_id)
+        return self.cache is not None and self._embedded.get(user_id, 0) != self._revision(user_id)
 
     def embed_pending(self, user_id: str) -> int:
         """Embed the user's summaries that have no vector yet (the write paths call this, never a
         search); returns how many texts were embedded. The store is read whole once per user and
         process, then only for the summaries written since."""
-        cache = self.pipeline.cache
+        cache = self.cache
         revision, done = self._revision(user_id), self._embedded.get(user_id)
         if cache is None or done == revision:
             return 0
@@ -179,7 +180,7 @@ class SummaryIndex:
         texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id, changed)}
         missing = cache.missing(user_id, list(texts))
         if missing:
-            vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing])
+            vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=cache)
             self._fill_vectors(user_id, dict(zip(missing, vectors)))
         self._embedded[user_id] = revision
         return len(missing)
@@ -276,7 +277,7 @@ class SummaryIndex:
     def _cached_vectors(self, user_id: str, keys: Sequence[str]) -> np.ndarray | None:
         """The vectors of these summary keys as the cache holds them, NaN rows for those it does
         not (read only); None without an embedder."""
-        embedder, cache = self.pipeline.embedder, self.pipeline.cache
+        embedder, cache = self.pipeline.embedder, self.cache
         if embedder is None or cache is None:
             return None
         found = cache.get(user_id, keys) if keys else {}

@@ -56,8 +56,12 @@ class Store:
         self._users: dict[str, User] = {}  # users never change once created; deletion evicts
 
     def embedding_cache(self, model: str) -> EmbeddingCache:
-        """The vectors `model` gave the users' texts, kept in this store's file (derived data)."""
+        """The vectors `model` gave the users' windows and message lines, kept in this store's file (derived data)."""
         return EmbeddingCache(self.db, model)
+
+    def summary_embedding_cache(self, model: str) -> EmbeddingCache:
+        """The vectors `model` gave the users' summaries (a table of their own: loading them reads nothing else)."""
+        return EmbeddingCache(self.db, model, "summary_embeddings")
 
     def transaction(self) -> AbstractContextManager[None]:
         """All-or-nothing: the writes inside commit together (nested calls join the outer one)."""
@@ -100,7 +104,8 @@ class Store:
         returns how many messages went."""
         count = int(self.db.execute("SELECT count(*) FROM messages WHERE user_id = ?", [user_id])[0][0])
         with self.db.transaction():
-            for table in ("messages", "summaries", "day_segments", "conversations", "threads", "embedding_cache", "users"):
+            for table in ("messages", "summaries", "day_segments", "conversations", "threads", "embedding_cache",
+                          "summary_embeddings", "users"):
                 self.db.execute(f"DELETE FROM {table} WHERE user_id = ?", [user_id])
         self.timeline.summaries_changed(user_id)
         self._users.pop(user_id, None)

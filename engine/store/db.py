@@ -56,6 +56,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE threads ADD COLUMN last_seq BIGINT DEFAULT 0;
     UPDATE threads SET last_seq = (SELECT coalesce(max(seq), 0) FROM messages m WHERE m.thread_id = threads.thread_id);
     """,
+    # 3: summaries' vectors apart from the windows': a lookup by hash scans the whole vector column,
+    # ~3 GB at 1M messages, which DuckDB's buffer pool then kept in a serving process. The summaries'
+    # vectors cached so far move over (their key is `summary_key`: sha256 of the title, a newline
+    # and the Markdown, or of the Markdown alone when there is no title).
+    """
+    CREATE TABLE summary_embeddings (
+        user_id VARCHAR NOT NULL, model VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
+        vector FLOAT[] NOT NULL, PRIMARY KEY (user_id, model, content_hash));
+    INSERT INTO summary_embeddings
+    SELECT e.user_id, e.model, e.content_hash, e.vector FROM embedding_cache e
+    JOIN (SELECT DISTINCT user_id, sha256(CASE WHEN coalesce(title, '') = '' THEN markdown
+                                               ELSE title || chr(10) || markdown END) AS content_hash
+          FROM summaries) s ON s.user_id = e.user_id AND s.content_hash = e.content_hash;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -192,3 +206,17 @@ class Database:
                 with self.transaction():
                     self._con.execute(MIGRATIONS[version - 1])
                     self._con.execute("INSERT INTO schema_version VALUES (?, now())", [version])
+            if current < SCHEMA_VERSION:
+                self.release_buffers()  # a migration may have read whole tables
+
+    def release_buffers(self) -> None:
+        """Drop the table blocks DuckDB keeps cached after a read: it frees them only to stay under
+        its memory limit (80% of RAM), so a one-off read of a whole table would stay resident in a
+        serving process. The limit is lowered for a moment; what is pinned stays."""
+        with self._lock:
+            try:
+                self._con.execute("SET memory_limit = '1MB'")
+            except duckdb.Error:
+                pass  # more than that is pinned (a transaction's data): what could go went
+            finally:
+                self._con.execute("RESET memory_limit")

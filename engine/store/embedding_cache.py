@@ -1,13 +1,14 @@
 """Embeddings keyed by (user, model, content hash): unchanged text is never embedded twice.
 
 The cache lives in the store's DuckDB file, so it survives reindex jobs (a warm reindex embeds
-nothing) and is forgotten with the user or the chunks it belongs to.
+nothing) and is forgotten with the user or the chunks it belongs to. Windows and message lines
+share one table, summaries have their own: loading a user's summary vectors then reads only those.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,8 @@ import pyarrow as pa
 from engine.store.db import Database
 
 __all__ = ["EmbeddingCache", "content_hash"]
+
+Table = Literal["embedding_cache", "summary_embeddings"]  # the windows' and lines', the summaries'
 
 
 def content_hash(text: str) -> str:
@@ -29,16 +32,17 @@ class EmbeddingCache:
     answers a keyed lookup by scanning the table, so a lookup per batch grew with the cache (at 1M
     rows, 2.9 s a batch with `list_contains`)."""
 
-    def __init__(self, db: Database, model: str) -> None:
+    def __init__(self, db: Database, model: str, table: Table = "embedding_cache") -> None:
         self.db = db
         self.model = model
+        self.table = table
         self._known: dict[str, set[int]] = {}
 
     def _known_of(self, user_id: str) -> set[int]:
         known = self._known.get(user_id)
         if known is None:
             table = self.db.fetch_arrow(
-                "SELECT content_hash FROM embedding_cache WHERE user_id = ? AND model = ?", [user_id, self.model])
+                f"SELECT content_hash FROM {self.table} WHERE user_id = ? AND model = ?", [user_id, self.model])
             known = self._known[user_id] = {hash(h) for h in table.column("content_hash").to_pylist()}
         return known
 
@@ -54,7 +58,7 @@ class EmbeddingCache:
         if not wanted:
             return {}
         table = self.db.fetch_arrow(
-            "SELECT content_hash, vector FROM embedding_cache WHERE user_id = ? AND model = ? "
+            f"SELECT content_hash, vector FROM {self.table} WHERE user_id = ? AND model = ? "
             "AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
             [user_id, self.model, wanted],
         )
@@ -78,16 +82,16 @@ class EmbeddingCache:
         })
         # "or ignore": callers put what `get` did not find, but another engine on the same file
         # may have cached the same text meanwhile
-        self.db.insert_arrow("embedding_cache", batch, or_ignore=True)
+        self.db.insert_arrow(self.table, batch, or_ignore=True)
         self._known_of(user_id).update(hash(h) for h in fresh)
 
     def forget(self, user_id: str, hashes: Sequence[str] | None = None) -> None:
         """Drop entries of a user (all of them, or those hashes) under every model."""
         if hashes is None:
-            self.db.execute("DELETE FROM embedding_cache WHERE user_id = ?", [user_id])
+            self.db.execute(f"DELETE FROM {self.table} WHERE user_id = ?", [user_id])
         elif hashes:
             self.db.execute(
-                "DELETE FROM embedding_cache WHERE user_id = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
+                f"DELETE FROM {self.table} WHERE user_id = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
                 [user_id, list(hashes)],
             )
         self._known.pop(user_id, None)  # reloaded on next use
@@ -95,7 +99,7 @@ class EmbeddingCache:
     def keep_only(self, user_id: str, live_hashes: Iterable[str]) -> None:
         """Drop the user's entries that no live window, message line or summary uses."""
         self.db.execute(
-            "DELETE FROM embedding_cache WHERE user_id = ? AND content_hash NOT IN (SELECT unnest(?::VARCHAR[]))",
+            f"DELETE FROM {self.table} WHERE user_id = ? AND content_hash NOT IN (SELECT unnest(?::VARCHAR[]))",
             [user_id, sorted(set(live_hashes))],
         )
         self._known.pop(user_id, None)
