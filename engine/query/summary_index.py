@@ -230,6 +230,7 @@ class SummaryIndex:
         bm25 = Bm25Index(self.pipeline.params.bm25)
         bm25.add(list(range(len(summaries))), self._tokens(summaries))
         vectors = self._cached_vectors(user_id, keys) if with_vectors else None
+        self.pipeline.store.release_buffers()  # what DuckDB cached of the user's summaries is ours now
         return _Entry(revision, summaries, keys, np.arange(len(summaries), dtype=np.int64), len(summaries), bm25,
                       threading.Lock(), vectors, Spans.of(summaries, ordered=True))
 

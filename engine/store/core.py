@@ -63,6 +63,10 @@ class Store:
         """The vectors `model` gave the users' summaries (a table of their own: loading them reads nothing else)."""
         return EmbeddingCache(self.db, model, "summary_embeddings")
 
+    def release_buffers(self) -> None:
+        """Let DuckDB drop the blocks it cached: after a one-off read of much of a table (`Database.release_buffers`)."""
+        self.db.release_buffers()
+
     def transaction(self) -> AbstractContextManager[None]:
         """All-or-nothing: the writes inside commit together (nested calls join the outer one)."""
         return self.db.transaction()
