@@ -287,6 +287,8 @@ class Bm25Index:
         """Internal id of each label, -1 where it is not indexed."""
         if not len(self):
             return np.full(len(labels), -1, np.int64)
+        if len(labels) == len(self) and np.array_equal(labels, self._labels):
+            return np.arange(len(self))  # every document in order: how a user's summaries are all scored
         keys, order = self._sorted_labels()
         pos = np.minimum(np.searchsorted(keys, labels), len(keys) - 1)
         ids = pos if order is None else order[pos]

@@ -325,7 +325,8 @@ def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float(monkeyp
     for _ in range(100):
         match = index.match(list(rng.choice(words, int(rng.integers(1, 4)))))
         dense, matched = match._dense()  # noqa: SLF001
-        for labels in (rng.choice(1700, 3), np.array([6, 6, 10]), np.arange(0, 1700)):  # searched, dense
+        every = index.labels_at(np.arange(len(index)))  # every label in order (as the summary index asks)
+        for labels in (rng.choice(1700, 3), np.array([6, 6, 10]), np.arange(0, 1700), every):  # searched, dense
             ids = index.doc_ids(labels)
             scores, shares = match.scored(labels)
             assert scores.tolist() == [dense[i] if i >= 0 else 0.0 for i in ids]
