@@ -63,6 +63,13 @@ def test_release_buffers_drops_the_blocks_a_whole_table_read_left_cached(tmp_pat
     assert db.execute("SELECT current_setting('memory_limit')") == limit  # back to what it was
     assert db.execute("SELECT count(*) FROM big")[0][0] == 400000
     db.close()
+    memory = Database(":memory:")  # there the blocks are the data: nothing is dropped (or spilled)
+    memory.execute("CREATE TABLE big AS SELECT md5(range::VARCHAR) AS s FROM range(400000)")
+    held = "SELECT sum(memory_usage_bytes) FROM duckdb_memory() WHERE tag = 'IN_MEMORY_TABLE'"
+    before = memory.execute(held)[0][0]
+    memory.release_buffers()
+    assert before > 8 * 2**20 and memory.execute(held)[0][0] == before
+    memory.close()
 
 
 def test_unknown_ids_and_zones_get_clear_errors(tmp_path):

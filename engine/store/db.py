@@ -212,7 +212,10 @@ class Database:
     def release_buffers(self) -> None:
         """Drop the table blocks DuckDB keeps cached after a read: it frees them only to stay under
         its memory limit (80% of RAM), so a one-off read of a whole table would stay resident in a
-        serving process. The limit is lowered for a moment; what is pinned stays."""
+        serving process. The limit is lowered for a moment; what is pinned stays. In memory there is
+        nothing to re-read: the blocks are the data, and DuckDB would spill them to a temp directory."""
+        if self.path == ":memory:":
+            return
         with self._lock:
             try:
                 self._con.execute("SET memory_limit = '1MB'")
