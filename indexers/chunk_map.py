@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from indexers.chunking import Chunk
+from indexers.label_set import LabelSet
 from indexers.mapped import drop_pages
 
 __all__ = ["CHUNK_SCHEMA", "CHUNK_FILE", "ChunkMap", "Spans", "write_chunks", "read_chunk_columns"]
@@ -173,12 +174,12 @@ class ChunkMap(MutableMapping[int, Chunk]):
         return self._count + len(self._fresh)
 
     # Columns --------------------------------------------------------------------------------
-    def saved_flagged(self) -> list[int]:
+    def saved_flagged(self) -> np.ndarray:
         """Labels of the live saved windows whose has_vector column is set."""
         if not self._batches:
-            return []
+            return np.zeros(0, dtype=np.int64)
         flags = np.concatenate([b.column("has_vector").to_numpy(zero_copy_only=False) for b in self._batches])
-        return self._labels[flags & self._alive].tolist()
+        return self._labels[flags & self._alive]
 
     def thread_code(self, thread_id: str) -> int:
         """The code of a thread in `spans`, -1 for a thread without windows here."""
@@ -194,14 +195,13 @@ class ChunkMap(MutableMapping[int, Chunk]):
         order = np.argsort(labels, kind="stable")
         return labels[order], codes[order], lows[order], highs[order]
 
-    def batches(self, has_vector: set[int]) -> Iterator[pa.RecordBatch]:
+    def batches(self, has_vector: LabelSet) -> Iterator[pa.RecordBatch]:
         """Every window as record batches of CHUNK_SCHEMA: the saved rows still live, then the fresh."""
-        flags = np.fromiter(has_vector, dtype=np.int64, count=len(has_vector))
         for start, batch in zip(self._starts.tolist(), self._batches):
             alive = self._alive[start:start + batch.num_rows]
             if alive.any():
                 kept = batch.filter(pa.array(alive)).drop_columns(["has_vector"])
-                vector = np.isin(kept.column("label").to_numpy(), flags)
+                vector = has_vector.flags(kept.column("label").to_numpy())
                 yield pa.RecordBatch.from_arrays([*kept.columns, pa.array(vector)], schema=CHUNK_SCHEMA)
                 drop_pages(self._mapping)  # a save reads every saved window: keep one batch resident at most
         items = sorted(self._fresh.items())
@@ -309,7 +309,7 @@ class _Int64s:
         return tuple(np.frombuffer(data, dtype=np.int64).tolist())
 
 
-def write_chunks(chunks: ChunkMap, has_vector: set[int], path: Path) -> None:
+def write_chunks(chunks: ChunkMap, has_vector: LabelSet, path: Path) -> None:
     """The chunk file: uncompressed Arrow IPC (so a load can memory-map it), in bounded batches."""
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, CHUNK_SCHEMA) as writer:
         for batch in chunks.batches(has_vector):

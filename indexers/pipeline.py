@@ -92,9 +92,11 @@ def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chu
     return len(doomed), len(added)
 
 
-def message_lines_to_embed(chunks: Sequence[Chunk], has_vector: Callable[[str], bool]) -> tuple[dict[str, int], dict[str, str]]:
+def message_lines_to_embed(chunks: Sequence[Chunk], has_vectors: Callable[[Sequence[str]], np.ndarray]
+                           ) -> tuple[dict[str, int], dict[str, str]]:
     """Which messages of these windows lend a one-message window's vector (message id -> index in
-    `chunks`) and which need their own line embedded (message id -> line), skipping `has_vector` ones."""
+    `chunks`) and which need their own line embedded (message id -> line), skipping the messages
+    `has_vectors` (asked once for all of them) says have one."""
     own: dict[str, int] = {}
     lines: dict[str, str] = {}
     for index, chunk in enumerate(chunks):
@@ -102,9 +104,9 @@ def message_lines_to_embed(chunks: Sequence[Chunk], has_vector: Callable[[str], 
             own.setdefault(chunk.message_ids[0], index)
             continue
         for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
-            if not has_vector(message_id):
-                lines.setdefault(message_id, line)
-    return own, {m: t for m, t in lines.items() if m not in own}
+            lines.setdefault(message_id, line)
+    asked = [m for m in lines if m not in own]
+    return own, {m: lines[m] for m, known in zip(asked, has_vectors(asked).tolist()) if not known}
 
 
 class IndexPipeline:
@@ -242,7 +244,7 @@ class IndexPipeline:
         own, the others' lines are embedded): one cache read, one model call per batch and one cache
         write for both, which on the live path is a statement and a model call less a message.
         Returns (vectors found in the cache, vectors asked for)."""
-        own, lines = message_lines_to_embed(chunks, lambda m: m in shard.message_vectors)
+        own, lines = message_lines_to_embed(chunks, shard.message_vectors.has)
         ids = sorted(lines)
         vectors, hits = self.cached_vectors(user_id, [c.content_hash for c in chunks] + [content_hash(lines[m]) for m in ids],
                                             [c.text for c in chunks] + [lines[m] for m in ids])

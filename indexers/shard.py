@@ -31,6 +31,7 @@ from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
 from indexers.message_table import MessageTable
+from indexers.label_set import LabelSet
 from indexers.message_vectors import MessageVectors
 
 __all__ = ["Shard", "shard_dir", "current_version_dir", "flip_pointer"]
@@ -52,14 +53,14 @@ class Shard:
     """In-memory indexes of one user; `lock` serialises writers against readers."""
 
     def __init__(self, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index,
-                 hnsw: HnswIndex | None, chunks: dict[int, Chunk] | ChunkMap, has_vector: set[int],
+                 hnsw: HnswIndex | None, chunks: dict[int, Chunk] | ChunkMap, has_vector: LabelSet | Iterable[int],
                  message_vectors: MessageVectors | None = None, messages: MessageTable | None = None) -> None:
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.bm25 = bm25
         self.hnsw = hnsw
         self.chunks = chunks if isinstance(chunks, ChunkMap) else ChunkMap(chunks)
-        self.has_vector = has_vector
+        self.has_vector = has_vector if isinstance(has_vector, LabelSet) else LabelSet(has_vector)
         self.message_vectors = message_vectors or MessageVectors(manifest.spec.dim)
         # what search hits show of each message; the pipeline fills it from the store, it is never saved
         self.messages = messages if messages is not None else MessageTable()
@@ -96,7 +97,7 @@ class Shard:
         if self.hnsw is None or not len(labels):
             return
         self.hnsw.add(np.asarray(labels, dtype=np.int64), vectors)
-        self.has_vector.update(int(x) for x in labels)
+        self.has_vector.update(np.asarray(labels, dtype=np.int64))
         if self._unvectored is not None:
             self._unvectored.difference_update(int(x) for x in labels)
         self._pending = None
@@ -142,14 +143,14 @@ class Shard:
             return False
         if ((hnsw.params.m, hnsw.params.ef_construction) != (params.m, params.ef_construction)
                 or not np.array_equal(hnsw.labels(), np.sort(np.fromiter(label_of.values(), np.int64)))
-                or any(m not in vectors for c in self.chunks.values() for m in c.message_ids)):
+                or not vectors.has([m for c in self.chunks.values() for m in c.message_ids]).all()):
             return False
         mapping = {label: label_of[c.chunk_id] for label, c in self.chunks.items()}
         self.bm25.relabel(mapping)
         self.chunks = ChunkMap({mapping[label]: c for label, c in self.chunks.items()})
         if hnsw.dead > len(hnsw):  # mostly dead slots (replaced tail windows): rebuild from the live ones
             hnsw = hnsw.compacted()
-        self.has_vector, self.hnsw, self.message_vectors = set(self.chunks), hnsw, vectors
+        self.has_vector, self.hnsw, self.message_vectors = LabelSet(self.chunks), hnsw, vectors
         self._arrays, self._pending, self._unvectored = None, None, set()
         self._line_tokens.clear()
         self.manifest = _with(self.manifest, next_label=max(self.manifest.next_label, saved.next_label))
@@ -169,7 +170,8 @@ class Shard:
 
     def without_vectors(self) -> list[int]:
         if self._unvectored is None:
-            self._unvectored = set(self.chunks) - self.has_vector
+            labels = np.fromiter(self.chunks, dtype=np.int64, count=len(self.chunks))
+            self._unvectored = set(labels[~self.has_vector.flags(labels)].tolist())
         return sorted(self._unvectored)
 
     def line_tokens(self, label: int) -> tuple[frozenset[str], ...]:
@@ -267,7 +269,7 @@ class Shard:
             hnsw = HnswIndex.load(version / "hnsw", ef=ef)
             message_vectors = MessageVectors.load(version / "message_vectors", manifest.spec.dim)
         elif not with_vectors:
-            has_vector = set()
+            has_vector = LabelSet()
         shard = cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector, message_vectors)
         if hnsw is not None and hnsw.migrated:
             shard.changes += 1  # an older format: the next save (the server's background step) writes the new one
@@ -278,7 +280,7 @@ class Shard:
         return cls(manifest, tokenizer, bm25, HnswIndex(hnsw_params) if hnsw_params else None, {}, set())
 
 
-def _read_chunks(version: Path, user_id: str) -> tuple[ChunkMap, set[int]]:
+def _read_chunks(version: Path, user_id: str) -> tuple[ChunkMap, LabelSet]:
     """The version's windows (memory-mapped) and the labels of those with a vector."""
     try:
         old = read_old_chunks(version)
@@ -287,7 +289,7 @@ def _read_chunks(version: Path, user_id: str) -> tuple[ChunkMap, set[int]]:
         raise IndexStateError(
             f"the chunk table of user {user_id!r} is unreadable ({exc}): run `convsearch reindex --user {user_id}`"
         ) from None
-    return chunks, set(chunks.saved_flagged())
+    return chunks, LabelSet(chunks.saved_flagged())
 
 
 def _flip_pointer(pointer: Path, target: str) -> None:

@@ -71,7 +71,7 @@ def build_lexical(job: UserJob, messages: pa.Table, params: PipelineParams, spec
 def texts_to_embed(chunks: Sequence[Chunk]) -> dict[str, str]:
     """Content hash -> text of every window and every message line a fresh shard needs a vector for."""
     wanted = {chunk.content_hash: chunk.text for chunk in chunks}
-    _, lines = message_lines_to_embed(chunks, lambda message_id: False)
+    _, lines = message_lines_to_embed(chunks, lambda ids: np.zeros(len(ids), dtype=bool))
     wanted.update((content_hash(line), line) for line in lines.values())
     return wanted
 
@@ -84,7 +84,7 @@ def attach_vectors(shard: Shard, vectors: Mapping[str, np.ndarray]) -> None:
         return
     window_vectors = np.stack([vectors[chunk.content_hash] for chunk in chunks]).astype(np.float32)
     shard.set_vectors(labels, window_vectors)
-    own, lines = message_lines_to_embed(chunks, lambda message_id: message_id in shard.message_vectors)
+    own, lines = message_lines_to_embed(chunks, shard.message_vectors.has)
     ids = sorted(lines)
     line_vectors = (np.stack([vectors[content_hash(lines[m])] for m in ids]).astype(np.float32) if ids
                     else np.zeros((0, shard.manifest.spec.dim), dtype=np.float32))

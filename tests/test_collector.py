@@ -50,9 +50,10 @@ def test_overlapping_writers_restore_only_when_the_last_leaves(default_threshold
 
 def test_an_engine_write_runs_under_the_raised_threshold(default_thresholds, tmp_path):
     from engine.api import ConversationEngine
+    from tests.support import HashEmbedder
 
     seen = []
-    with ConversationEngine(tmp_path / "home") as engine:
+    with ConversationEngine(tmp_path / "home", embedder=HashEmbedder()) as engine:
         engine.add_user("u", "UTC")
         original = engine.ingestor.add_messages
 

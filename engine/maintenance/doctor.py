@@ -189,7 +189,7 @@ def _shard_findings(engine: ConversationEngine, user_id: str, shard: Shard) -> l
                              f"BM25 holds {len(shard.bm25)} windows, the chunk table {len(labels)}", fix))
     if shard.hnsw is not None:
         stored = set(shard.hnsw.labels().tolist())
-        missing, extra = shard.has_vector - stored, stored - labels
+        missing, extra = set(shard.has_vector) - stored, stored - labels
         if missing or extra:
             found.append(Finding("index_vectors_mismatch", user_id,
                                  f"{len(missing)} windows flagged with a vector have none; {len(extra)} vectors "

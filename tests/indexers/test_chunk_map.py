@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, write_chunks
+from indexers.label_set import LabelSet
 from indexers.chunking import Chunk
 
 
@@ -22,7 +23,7 @@ def _chunk(i: int, thread: str = "t1") -> Chunk:
 
 def _saved(tmp_path: Path, n: int = 10) -> tuple[dict[int, Chunk], ChunkMap]:
     chunks = {label: _chunk(label, "t1" if label % 3 else "t2") for label in range(n)}
-    write_chunks(ChunkMap(chunks), {x for x in chunks if x % 2 == 0}, tmp_path / CHUNK_FILE)
+    write_chunks(ChunkMap(chunks), LabelSet(x for x in chunks if x % 2 == 0), tmp_path / CHUNK_FILE)
     return chunks, ChunkMap.open(tmp_path / CHUNK_FILE)
 
 
@@ -49,7 +50,7 @@ def test_changes_after_load_and_spans(tmp_path: Path) -> None:
     assert labels.tolist() == [0, 1, 2, 3, 5, 6, 7, 8, 9, 12]
     assert (threads == loaded.thread_code("t3")).sum() == 1 and loaded.thread_code("nope") == -1
     assert lows.tolist() == [loaded[x].from_seq for x in labels] and highs.tolist() == [loaded[x].to_seq for x in labels]
-    write_chunks(loaded, {0, 12}, tmp_path / "again.arrow")
+    write_chunks(loaded, LabelSet([0, 12]), tmp_path / "again.arrow")
     again = ChunkMap.open(tmp_path / "again.arrow")
     assert {x: again[x] for x in again} == {x: loaded[x] for x in loaded}
     assert sorted(again.saved_flagged()) == [0, 12]
@@ -57,7 +58,7 @@ def test_changes_after_load_and_spans(tmp_path: Path) -> None:
 
 def test_large_files_are_written_in_batches(tmp_path: Path) -> None:
     chunks = {label: _chunk(label) for label in range(70_000)}
-    write_chunks(ChunkMap(chunks), set(), tmp_path / CHUNK_FILE)
+    write_chunks(ChunkMap(chunks), LabelSet(), tmp_path / CHUNK_FILE)
     reader = pa.ipc.open_file(pa.memory_map(str(tmp_path / CHUNK_FILE), "r"))
     assert reader.num_record_batches == 2
     loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
@@ -68,7 +69,7 @@ def test_large_files_are_written_in_batches(tmp_path: Path) -> None:
 
 def test_sparse_labels_are_found_too(tmp_path: Path) -> None:
     chunks = {label: _chunk(i) for i, label in enumerate([3, 10**9, 2**40])}
-    write_chunks(ChunkMap(chunks), set(), tmp_path / CHUNK_FILE)
+    write_chunks(ChunkMap(chunks), LabelSet(), tmp_path / CHUNK_FILE)
     loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
     assert all(loaded[label] == chunk for label, chunk in chunks.items())
     assert 4 not in loaded and sorted(loaded) == sorted(chunks)

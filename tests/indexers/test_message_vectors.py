@@ -29,3 +29,30 @@ def test_saved_rows_read_back_both_ways(tmp_path: Path) -> None:
     many = ids[4:]  # more than 256 rows: through the mapping
     np.testing.assert_allclose(loaded.similarities(many, query), expected[4:], rtol=1e-6)
     assert len(loaded) == 400
+
+
+def test_ids_found_exactly_across_saves(tmp_path: Path) -> None:
+    """Saved ids are found by binary search over their UTF-8 bytes: a longer id sharing a saved
+    one's prefix, a non-ASCII id, a saved id put again and a forgotten one all come out right,
+    and survive a second save."""
+    rng = np.random.default_rng(11)
+    ids = ["a", "ab", "b", "é-1", "z" * 40]
+    vectors = rng.standard_normal((5, 8)).astype(np.float32)
+    first = MessageVectors(8)
+    first.put(ids, vectors)
+    first.save(tmp_path / "one")
+    loaded = MessageVectors.load(tmp_path / "one", 8)
+    asked = ["ab", "abc", "é-1", "a" * 41, "b"]
+    assert loaded.has(asked).tolist() == [True, False, True, False, True]
+    replaced = rng.standard_normal((1, 8)).astype(np.float32)
+    loaded.put(["b"], replaced)
+    loaded.forget(["a"])
+    assert "a" not in loaded and "b" in loaded and len(loaded) == 4
+    loaded.save(tmp_path / "two")
+    again = MessageVectors.load(tmp_path / "two", 8)
+    query = rng.standard_normal(8).astype(np.float32)
+    got = again.similarities(["a", "b", "é-1", "z" * 40], query)
+    assert np.isnan(got[0])
+    np.testing.assert_allclose(got[1:], np.concatenate([replaced, vectors[[3, 4]]]).astype(np.float16).astype(np.float32)
+                               @ query, rtol=1e-6)
+    assert len(again) == 4

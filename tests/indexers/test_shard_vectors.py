@@ -34,4 +34,4 @@ def test_without_vectors_follows_adds_vectors_and_removals() -> None:
             shard.remove(rng.choice(list(shard.chunks), min(len(shard.chunks), 2), replace=False).tolist())
         if step == 150:
             shard._unvectored = None  # noqa: SLF001  as after a load: worked out again from the labels
-        assert shard.without_vectors() == sorted(set(shard.chunks) - shard.has_vector)
+        assert shard.without_vectors() == sorted(set(shard.chunks) - set(shard.has_vector))
