@@ -25,6 +25,7 @@ from engine.store.core import Store
 from indexers.phases import Phases, per_second
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
+from indexers.heap import release_free_memory
 from indexers.embedders import Embedder
 from engine.store.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
@@ -168,6 +169,8 @@ class IndexPipeline:
             return self._fresh_shard(user_id)
         loaded.manifest.check_compatible(self.spec(), lexical_only=lexical_only)
         loaded.messages.put_arrow(self.store.message_metadata(user_id))
+        self.store.release_buffers()  # what was read of the user's messages and windows is the shard's now
+        release_free_memory()
         return loaded
 
     def _fresh_shard(self, user_id: str) -> Shard:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from engine.models import Summary
-from engine.query.summary_index import Spans, SummaryMatches
+from engine.query.summary_index import Spans, SummaryMatches, packed_markdown
 
 
 def _brute(threads, starts, ends, thread, seqs):
@@ -39,7 +39,7 @@ def _matches(n: int, rng: np.random.Generator) -> SummaryMatches:
                       for i in range(n))
     raw = np.where(rng.random(n) < 0.5, rng.random(n) * 5, 0.0)
     vectors = rng.standard_normal((n, 4)).astype(np.float32)
-    return SummaryMatches(summaries, raw, raw > 0, vectors, Spans.of(summaries))
+    return SummaryMatches(summaries, raw, raw > 0, vectors, Spans.of(summaries), packed_markdown(summaries)[1])
 
 
 def test_a_search_scores_the_best_lexical_summaries_and_those_over_its_messages() -> None:

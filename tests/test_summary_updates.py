@@ -11,6 +11,7 @@ import pytest
 from engine.api import ConversationEngine
 from engine.query.summary_index import SummaryIndex, SummaryMatches
 from engine.store.summary_changes import CHANGE_LOG, SummaryChanges
+from engine.store.timeline import summary_order
 from tests.support import batch, open_engine
 
 QUERY = ["topic3", "theme5", "message", "lastof2"]
@@ -26,6 +27,7 @@ def engine(tmp_path: Path):
 def _same(a: SummaryMatches, b: SummaryMatches) -> None:
     assert [s.summary_id for s in a.summaries] == [s.summary_id for s in b.summaries]
     assert a.summaries == b.summaries
+    assert [a.full(i) for i in range(len(a.summaries))] == [b.full(i) for i in range(len(b.summaries))]
     # a document sums its query terms in term-id order, and ids follow the order words first came in,
     # so an updated index may differ from a fresh one in the last bit (as a live shard from a rebuilt one)
     np.testing.assert_allclose(a.lexical_raw, b.lexical_raw, rtol=1e-12, atol=1e-12)
@@ -57,6 +59,8 @@ def test_writes_and_deletes_update_the_index_as_a_rebuild_would(engine: Conversa
     after = index.match("alice", QUERY, None, with_vectors=True)
     assert read and all(ids is not None and len(ids) < len(after.summaries) for ids in read)  # only those touched
     assert doomed.summary_id not in {s.summary_id for s in after.summaries}
+    stored = sorted(listed("alice"), key=summary_order)  # each with its Markdown, as the store has it
+    assert [after.full(i) for i in range(len(after.summaries))] == stored
     _same(after, _from_scratch(engine))
     intervals = {doomed.thread_id: (doomed.to_seq + 1, 10**9)}
     _same(index.match("alice", QUERY, intervals, with_vectors=True), _from_scratch(engine, intervals))

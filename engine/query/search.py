@@ -272,7 +272,7 @@ class Searcher:
         if windows is not None:
             matches = matches.candidates(windows.messages.thread_ids, windows.messages.seqs, self._depth(limit))
         fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
-        return ScoredSummaries(matches.summaries, fused, matches.spans)
+        return ScoredSummaries(matches, fused)
 
     @staticmethod
     def _summary_hits(summaries: ScoredSummaries | None, q: _Query, limit: int, messages: list[SearchHit], shard: Shard,

@@ -12,7 +12,7 @@ from engine.models import Summary, day_segment_id
 from engine.query.citation import make_snippet
 from engine.query.ranking import FusedScores, ScoreParts, tie_break_key
 from engine.query.search_types import SearchHit
-from engine.query.summary_index import Spans
+from engine.query.summary_index import SummaryMatches
 from indexers.shard import Shard
 
 __all__ = ["ScoredSummaries", "NEAR_SAME_SPAN"]
@@ -20,28 +20,27 @@ __all__ = ["ScoredSummaries", "NEAR_SAME_SPAN"]
 
 @dataclass(frozen=True, slots=True)
 class ScoredSummaries:
-    """The summaries the filters allow, their fused scores, and their spans as arrays."""
+    """The summaries the filters allow (with their spans as arrays), and their fused scores."""
 
-    summaries: tuple[Summary, ...]
+    matches: SummaryMatches
     scores: FusedScores
-    spans: Spans
 
     def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
         """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
         best = np.full(len(seqs), -np.inf)
-        at, rows = self.spans.covering_pairs(thread_ids, seqs)
+        at, rows = self.matches.spans.covering_pairs(thread_ids, seqs)
         np.maximum.at(best, at, self.scores.fused[rows])
         return np.where(np.isfinite(best), best, np.nan)
 
     def hits(self, bar: float, limit: int, words: list[str], shard: Shard) -> list[SearchHit]:
         """The summaries scoring at least `bar` as hits, best first, at most `limit`, none over nearly
         another's span; ranked by the hits' own tie-breaks before any snippet is built."""
-        fused = self.scores.fused
+        fused, summaries = self.scores.fused, self.matches.summaries
         leading = np.flatnonzero((fused > 0) & (fused >= bar))
-        days = np.array([d.toordinal() if (d := self.summaries[i].day_label) else 0 for i in leading])
-        ranked = leading[np.lexsort((-self.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
-        best = _distinct_spans([self.summaries[i] for i in ranked], ranked, limit)
-        hits = [_summary_hit(self.summaries[i], self.scores.parts(i), words, shard) for i in best]
+        days = np.array([d.toordinal() if (d := summaries[i].day_label) else 0 for i in leading])
+        ranked = leading[np.lexsort((-self.matches.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
+        best = _distinct_spans([summaries[i] for i in ranked], ranked, limit)
+        hits = [_summary_hit(self.matches.full(i), self.scores.parts(i), words, shard) for i in best]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
 

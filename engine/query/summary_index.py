@@ -16,21 +16,31 @@ from typing import Sequence
 import numpy as np
 
 from engine.models import Summary
+from engine.query.packed_texts import PackedTexts
 from indexers.bm25 import Bm25Index
+from indexers.heap import release_free_memory
 from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "summary_text", "summary_key"]
+__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "packed_markdown", "summary_text", "summary_key"]
 
 
 @dataclass(frozen=True, slots=True)
 class SummaryMatches:
+    """Summaries as scored, without their Markdown (`markdown=""`): their texts are in `markdown`,
+    packed (`packed_markdown`), and `full` gives a summary back whole, for the few a search shows."""
+
     summaries: tuple[Summary, ...]
     lexical_raw: np.ndarray
     matched: np.ndarray  # shares a term with the query
     vectors: np.ndarray | None  # of these summaries (NaN rows: no vector yet); None: not asked for, or none
     spans: "Spans"  # of these summaries, as arrays
+    markdown: PackedTexts  # of these summaries
+
+    def full(self, row: int) -> Summary:
+        """The summary of this row with its Markdown."""
+        return replace(self.summaries[row], markdown=self.markdown.text(row))
 
     def cosine(self, query_vector: np.ndarray | None) -> np.ndarray | None:
         """Each summary's cosine with the query (NaN: no vector yet); None without both vectors."""
@@ -38,7 +48,7 @@ class SummaryMatches:
 
     def take(self, rows: np.ndarray) -> "SummaryMatches":
         """These rows only (ascending)."""
-        return _rows_of(self.summaries, self.vectors, self.spans, rows, self.lexical_raw[rows], self.matched[rows])
+        return _rows_of(self, rows, self.lexical_raw[rows], self.matched[rows])
 
     def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int) -> "SummaryMatches":
         """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
@@ -55,11 +65,18 @@ class SummaryMatches:
         return self if len(rows) == len(self.summaries) else self.take(rows)
 
 
-def _rows_of(summaries: tuple[Summary, ...], vectors: np.ndarray | None, spans: "Spans", rows: np.ndarray,
-             lexical_raw: np.ndarray, matched: np.ndarray) -> SummaryMatches:
-    """The matches of these rows (ascending) of the summaries, given their scores."""
-    return SummaryMatches(tuple(summaries[i] for i in rows), lexical_raw, matched,
-                          vectors[rows] if vectors is not None else None, spans.take(rows))
+def _rows_of(every: SummaryMatches, rows: np.ndarray, lexical_raw: np.ndarray, matched: np.ndarray) -> SummaryMatches:
+    """The matches of these rows (ascending) of `every`, given their scores."""
+    picked = rows.tolist()
+    return SummaryMatches(tuple(every.summaries[i] for i in picked), lexical_raw, matched,
+                          every.vectors[rows] if every.vectors is not None else None, every.spans.take(rows),
+                          every.markdown.take(rows))
+
+
+def packed_markdown(summaries: Sequence[Summary]) -> tuple[tuple[Summary, ...], PackedTexts]:
+    """The summaries without their Markdown, and their Markdown packed: a search reads only the
+    text of the summaries it shows (engine.query.packed_texts says what it saves)."""
+    return tuple(replace(s, markdown="") for s in summaries), PackedTexts.of(s.markdown for s in summaries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +159,8 @@ def _blocks(ordered_threads: np.ndarray) -> dict[str, tuple[int, int]]:
 @dataclass(frozen=True, slots=True)
 class _Entry:
     revision: int  # of the user's summaries, as read
-    summaries: tuple[Summary, ...]  # in summary_order
+    summaries: tuple[Summary, ...]  # in summary_order, without their Markdown
+    markdown: PackedTexts  # each one's (`packed_markdown`)
     keys: tuple[str, ...]  # each one's summary_key
     labels: np.ndarray  # each one's document in `bm25`: kept across updates, never reused
     next_label: int
@@ -193,10 +211,9 @@ class SummaryIndex:
         rows = entry.spans.overlapping(intervals) if intervals is not None else None
         with entry.lock:
             raw, matched = entry.bm25.match(query_tokens).scored(entry.labels if rows is None else entry.labels[rows])
-        vectors = entry.vectors if with_vectors else None
-        if rows is not None:
-            return _rows_of(entry.summaries, vectors, entry.spans, rows, raw, matched)
-        return SummaryMatches(entry.summaries, raw, matched, vectors, entry.spans)  # no copy of the matrix
+        every = SummaryMatches(entry.summaries, raw, matched, entry.vectors if with_vectors else None, entry.spans,
+                               entry.markdown)  # no copy of the matrix
+        return every if rows is None else _rows_of(every, rows, raw, matched)
 
     def spans(self, user_id: str) -> Spans:
         """Where all the user's summaries lie: which messages they cover, for the search penalty."""
@@ -230,9 +247,12 @@ class SummaryIndex:
         bm25 = Bm25Index(self.pipeline.params.bm25)
         bm25.add(list(range(len(summaries))), self._tokens(summaries))
         vectors = self._cached_vectors(user_id, keys) if with_vectors else None
-        self.pipeline.store.release_buffers()  # what DuckDB cached of the user's summaries is ours now
-        return _Entry(revision, summaries, keys, np.arange(len(summaries), dtype=np.int64), len(summaries), bm25,
-                      threading.Lock(), vectors, Spans.of(summaries, ordered=True))
+        bare, markdown = packed_markdown(summaries)
+        del summaries  # the Markdown strings: what was read of the user's summaries is ours now
+        self.pipeline.store.release_buffers()
+        release_free_memory()
+        return _Entry(revision, bare, markdown, keys, np.arange(len(bare), dtype=np.int64), len(bare), bm25,
+                      threading.Lock(), vectors, Spans.of(bare, ordered=True))
 
     def _updated(self, user_id: str, entry: _Entry, revision: int, changed: frozenset[str]) -> _Entry:
         """The entry with the `changed` summaries (written, rewritten or deleted) read again: the
@@ -248,15 +268,17 @@ class SummaryIndex:
             entry.bm25.add(added.tolist(), tokens)
         kept = [entry.summaries[i] for i in keep]  # still in order: the fresh ones go between them
         at = [bisect.bisect_right(kept, summary_order(s), key=summary_order) for s in fresh]
-        order = np.insert(np.arange(len(kept)), at, np.arange(len(kept), len(kept) + len(fresh)))
-        merged = kept + list(fresh)
-        summaries = tuple(merged[i] for i in order)
+        order = np.insert(np.arange(len(kept)), at, np.arange(len(kept), len(kept) + len(fresh))).tolist()
         keys = [entry.keys[i] for i in keep] + [summary_key(s) for s in fresh]
+        bare, packed = packed_markdown(fresh)
+        merged, markdown = kept + list(bare), entry.markdown.take(keep).joined(packed).take(order)
+        summaries = tuple(merged[i] for i in order)
         vectors: np.ndarray | None = None
         fresh_vectors = self._cached_vectors(user_id, keys[len(keep):]) if entry.vectors is not None else None
         if entry.vectors is not None and fresh_vectors is not None:
             vectors = np.concatenate((entry.vectors[keep], fresh_vectors))[order]
-        return _Entry(revision, summaries, tuple(keys[i] for i in order), np.concatenate((entry.labels[keep], added))[order],
+        return _Entry(revision, summaries, markdown, tuple(keys[i] for i in order),
+                      np.concatenate((entry.labels[keep], added))[order],
                       entry.next_label + len(fresh), entry.bm25, entry.lock, vectors, Spans.of(summaries, ordered=True))
 
     def _tokens(self, summaries: Sequence[Summary]) -> list[list[str]]:
