@@ -8,7 +8,6 @@ for surfaces that never embed (backend "none", the CLI's lexical paths).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -284,27 +283,18 @@ class DeadlineEmbedder:
 
     def embed_within(self, texts: Sequence[str], timeout_s: float) -> np.ndarray:
         """Vectors for texts, or EmbeddingUnavailableError if the model fails or exceeds timeout_s."""
-        return self.start(texts, timeout_s)()
-
-    def start(self, texts: Sequence[str], timeout_s: float) -> Callable[[], np.ndarray]:
-        """Begin embedding now, on the worker; the call returned waits for the vectors as
-        `embed_within` does, within `timeout_s` of now. Why: a search does its lexical work while the
-        model runs (the worker's thread, another core), then waits for what is left. Bad input and
-        a model that failed to load raise here."""
         _check_timeout(timeout_s)
         batch = _checked_texts(texts)
         if not self._available:
             raise EmbeddingUnavailableError(f"the embedding model {self.name} failed to load earlier")
-        deadline = time.monotonic() + timeout_s
         future: Future[np.ndarray] = self._worker.submit(self.inner.embed, batch)
-        return lambda: self._result(future, len(batch), timeout_s, deadline)
-
-    def _result(self, future: "Future[np.ndarray]", count: int, timeout_s: float, deadline: float) -> np.ndarray:
         try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+            return future.result(timeout=timeout_s)
         except FutureTimeoutError as exc:
             future.cancel()  # only succeeds if the worker has not started it
-            raise EmbeddingUnavailableError(f"embedding {count} text(s) took longer than {timeout_s:g} s") from exc
+            raise EmbeddingUnavailableError(
+                f"embedding {len(batch)} text(s) took longer than {timeout_s:g} s"
+            ) from exc
         except EmbeddingUnavailableError:
             self._available = False  # the backends raise this only when the model cannot load
             raise

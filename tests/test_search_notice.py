@@ -31,38 +31,3 @@ def test_pending_vectors_are_named_with_the_command_to_run(tmp_path: Path) -> No
         assert later.mode == "hybrid" and "1 messages have no vector yet" in later.notice
         assert "convsearch index --user u" in later.notice
         assert engine.search("u", "cache", mode="lexical").notice is None  # asked for keywords: nothing to say
-
-
-def test_the_query_is_embedded_while_the_lexical_side_runs(tmp_path: Path, monkeypatch) -> None:
-    """The model's call has begun before the windows' BM25 list is made, and that list is made
-    before the search waits for the vector: an embedder that waits for the lexical side still
-    gives a hybrid answer (done one after the other, it would time out and fall back to keywords)."""
-    import threading
-
-    import engine.query.search as search_module
-    from tests.support import HashEmbedder, open_engine
-
-    lexical_done, embed_began = threading.Event(), threading.Event()
-
-    class WaitsForLexical(HashEmbedder):
-        def embed(self, texts):
-            if texts == ["backups schedule"]:
-                embed_began.set()
-                assert lexical_done.wait(10)
-            return super().embed(texts)
-
-    real_lexical_side = search_module.lexical_side
-
-    def lexical_side(*args, **kwargs):
-        found = real_lexical_side(*args, **kwargs)
-        assert embed_began.wait(10)  # the model was asked before this list was made
-        lexical_done.set()
-        return found
-
-    monkeypatch.setattr(search_module, "lexical_side", lexical_side)
-    with open_engine(tmp_path / "home", WaitsForLexical()) as engine:
-        engine.add_user("u", "UTC")
-        engine.ingest("u", FIRST)
-        engine.searcher.settings = engine.settings.model_copy(update={"embedding_timeout_s": 5.0})
-        found = engine.search("u", "backups schedule")
-    assert found.mode == "hybrid" and found.notice is None and lexical_done.is_set()

@@ -67,15 +67,6 @@ class _Query:
     fusion: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Started:
-    """A query whose vector may still be on its way."""
-
-    tokens: list[str]
-    embedding: bool  # a vector was asked for (it may still fail: then the query is lexical)
-    finish: Callable[[], tuple[_Query, str | None]]  # the query whole, and a notice for the caller
-
-
 class Searcher:
     def __init__(self, pipeline: IndexPipeline, summaries: SummaryIndex, settings: Settings, *,
                  clock: Callable[[], datetime], query_embedder: DeadlineEmbedder | None) -> None:
@@ -103,13 +94,12 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
-        started = self._prepare(text, shard, mode, fusion or self.settings.fusion)
+        q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
-        matches = (self.summaries.match(user_id, started.tokens, intervals, with_vectors=started.embedding)
+        matches = (self.summaries.match(user_id, q.tokens, intervals, with_vectors=q.vector is not None)
                    if "summary" in kinds or wants_context else None)
         with shard.lock:
-            lexical = lexical_side(shard, started.tokens, intervals, self._depth(limit)) if "message" in kinds else None
-            q, notice = started.finish()  # the vector, embedded meanwhile
+            lexical = lexical_side(shard, q.tokens, intervals, self._depth(limit)) if "message" in kinds else None
             windows = self._windows(shard, lexical, query_idf(shard, q.tokens), q, intervals, limit)
         scored = self._scored_summaries(matches, q, windows, limit)
         messages = (self._message_hits(user_id, shard, windows, q, limit, penalty, scored if wants_context else None)
@@ -129,34 +119,26 @@ class Searcher:
         )
 
     # Query ----------------------------------------------------------------------------------
-    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> "_Started":
-        """The query's tokens, and its embedding begun on the embedding worker: the lexical side
-        runs meanwhile (BM25 of windows and summaries: 3-4 ms at 1M messages, about what the model
-        takes), and `_Started.finish` waits for what is left."""
+    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
         tokens = shard.tokenizer.tokenize(text)
         if mode not in (None, "hybrid", "lexical", "vector"):
             raise InvalidInputError(f"mode must be hybrid, lexical or vector, got {mode!r}")
-        lexical = _Query(text, tokens, None, "lexical", fusion)
-
-        def lexical_only(notice: str | None = None) -> _Started:
-            return _Started(tokens, False, lambda: (lexical, notice))
         if mode == "lexical":
-            return lexical_only()
-        if self.query_embedder is None:
-            return lexical_only("embeddings are disabled: lexical search only")
-        if shard.hnsw is None or not shard.has_vector:
-            return lexical_only()  # no vectors yet: a keyword search, and _pending_notice says what to run
-        try:
-            vector_of = self.query_embedder.start([text], self.settings.embedding_timeout_s)
-        except EmbeddingUnavailableError as exc:
-            return lexical_only(f"lexical search only: {exc.message}")
+            return _Query(text, tokens, None, "lexical", fusion), None
+        vector, notice = self._embed_query(text, shard)
+        if vector is None:
+            return _Query(text, tokens, None, "lexical", fusion), notice
+        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
 
-        def finish() -> tuple[_Query, str | None]:
-            try:
-                return _Query(text, tokens, vector_of()[0], mode or "hybrid", fusion), None
-            except EmbeddingUnavailableError as exc:
-                return lexical, f"lexical search only: {exc.message}"
-        return _Started(tokens, True, finish)
+    def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
+        if self.query_embedder is None:
+            return None, "embeddings are disabled: lexical search only"
+        if shard.hnsw is None or not shard.has_vector:
+            return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
+        try:
+            return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
+        except EmbeddingUnavailableError as exc:
+            return None, f"lexical search only: {exc.message}"
 
     # Messages -------------------------------------------------------------------------------
     def _windows(self, shard: Shard, lexical: LexicalSide | None, idf: Mapping[str, float], q: _Query,
