@@ -324,6 +324,7 @@ class Bm25Index:
                   "ptr": seg.ptr, "docs": seg.docs, "tfs": seg.tfs}
         for name, arr in arrays.items():
             _replace_file(directory / f"{name}.npy", partial(_save_array, arr))
+            release(arr)  # a mapped segment was read whole: its pages need not stay in the process
         _replace_file(directory / "vocab.json", lambda f: f.write(json.dumps(self._terms).encode()))
         meta = {"format": _FORMAT, "k1": self.params.k1, "b": self.params.b, "epsilon": self.params.epsilon,
                 "n_docs": len(self), "n_terms": len(self._terms), "n_postings": seg.size}

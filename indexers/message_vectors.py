@@ -21,6 +21,8 @@ from indexers.mapped import release
 
 __all__ = ["MessageVectors"]
 
+SAVE_BLOCK = 65_536  # rows a save copies at a time (48 MB at 384 float16 dimensions)
+
 
 class MessageVectors:
     def __init__(self, dim: int) -> None:
@@ -108,10 +110,17 @@ class MessageVectors:
         return out
 
     def save(self, directory: Path) -> None:
+        """The matrix is written SAVE_BLOCK rows at a time through a mapping of the new file, whose
+        pages are dropped after each block. Why: a 1M-message shard's 732 MB matrix gathered whole
+        took +1.7 GB at its peak in a serving process (it copied the saved rows twice)."""
         directory.mkdir(parents=True, exist_ok=True)
         saved = [m.decode() for m in self._ids[self._live].tolist()]
         ids = sorted([*saved, *self._fresh])
-        np.save(directory / "vectors.npy", self._matrix(ids))
+        out = np.lib.format.open_memmap(directory / "vectors.npy", mode="w+", dtype=np.float16, shape=(len(ids), self.dim))
+        for start in range(0, len(ids), SAVE_BLOCK):
+            out[start:start + SAVE_BLOCK] = self._matrix(ids[start:start + SAVE_BLOCK])
+            release(out, self._saved)
+        del out
         (directory / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
 
     @classmethod

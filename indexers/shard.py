@@ -31,6 +31,7 @@ from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
 from indexers.message_table import MessageTable
+from indexers.heap import release_free_memory
 from indexers.label_set import LabelSet
 from indexers.message_vectors import MessageVectors
 
@@ -240,7 +241,8 @@ class Shard:
                     shutil.rmtree(old, ignore_errors=True)
             self.saved_changes = changes
             self._map_saved(final)
-            return final
+        release_free_memory()  # what writing every file allocated and freed (searches need not wait for it)
+        return final
 
     def _map_saved(self, version: Path) -> None:
         """Serve the windows and message vectors from the files just written (memory-mapped), so

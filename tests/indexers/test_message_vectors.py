@@ -56,3 +56,22 @@ def test_ids_found_exactly_across_saves(tmp_path: Path) -> None:
     np.testing.assert_allclose(got[1:], np.concatenate([replaced, vectors[[3, 4]]]).astype(np.float16).astype(np.float32)
                                @ query, rtol=1e-6)
     assert len(again) == 4
+
+
+def test_a_save_in_blocks_writes_every_row(tmp_path: Path, monkeypatch) -> None:
+    """Saved rows and fresh ones interleave across block edges (blocks of 7 rows here)."""
+    import indexers.message_vectors as module
+
+    monkeypatch.setattr(module, "SAVE_BLOCK", 7)
+    rng = np.random.default_rng(13)
+    vectors = rng.standard_normal((40, 8)).astype(np.float32)
+    first = MessageVectors(8)
+    first.put([f"m{i:02d}" for i in range(0, 40, 2)], vectors[0::2])
+    first.save(tmp_path / "one")
+    loaded = MessageVectors.load(tmp_path / "one", 8)
+    loaded.put([f"m{i:02d}" for i in range(1, 40, 2)], vectors[1::2])  # fresh, between the saved ids
+    loaded.save(tmp_path / "two")
+    again = MessageVectors.load(tmp_path / "two", 8)
+    query = rng.standard_normal(8).astype(np.float32)
+    np.testing.assert_allclose(again.similarities([f"m{i:02d}" for i in range(40)], query),
+                               vectors.astype(np.float16).astype(np.float32) @ query, rtol=1e-6)
