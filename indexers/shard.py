@@ -279,7 +279,7 @@ class Shard:
 
     @classmethod
     def empty(cls, manifest: Manifest, tokenizer: LexicalTokenizer, bm25: Bm25Index, hnsw_params: HnswParams | None) -> "Shard":
-        return cls(manifest, tokenizer, bm25, HnswIndex(hnsw_params) if hnsw_params else None, {}, set())
+        return cls(manifest, tokenizer, bm25, HnswIndex(hnsw_params) if hnsw_params else None, {}, LabelSet())
 
 
 def _read_chunks(version: Path, user_id: str) -> tuple[ChunkMap, LabelSet]:
