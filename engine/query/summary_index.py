@@ -243,13 +243,14 @@ class SummaryIndex:
     def _build(self, user_id: str, revision: int, with_vectors: bool) -> _Entry:
         # in Python's order of the same key (the store's is the same): updates merge into it
         summaries = tuple(sorted(self.pipeline.store.timeline.summaries_of_user(user_id), key=summary_order))
+        self.pipeline.store.release_buffers()  # the blocks that read cached: gone before the tokens are made
         keys = tuple(summary_key(s) for s in summaries)
         bm25 = Bm25Index(self.pipeline.params.bm25)
         bm25.add(list(range(len(summaries))), self._tokens(summaries))
         vectors = self._cached_vectors(user_id, keys) if with_vectors else None
         bare, markdown = packed_markdown(summaries)
         del summaries  # the Markdown strings: what was read of the user's summaries is ours now
-        self.pipeline.store.release_buffers()
+        self.pipeline.store.release_buffers()  # and the vectors' read
         release_free_memory()
         return _Entry(revision, bare, markdown, keys, np.arange(len(bare), dtype=np.int64), len(bare), bm25,
                       threading.Lock(), vectors, Spans.of(bare, ordered=True))

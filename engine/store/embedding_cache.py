@@ -66,7 +66,7 @@ class EmbeddingCache:
             return {}
         keys = table.column("content_hash").to_pylist()
         flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        vectors = flat.astype(np.float32).reshape(len(keys), -1)
+        vectors = flat.astype(np.float32, copy=False).reshape(len(keys), -1)  # read-only views: callers copy them
         return dict(zip(keys, vectors))
 
     def put(self, user_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:

@@ -277,6 +277,20 @@ def test_load_detects_inconsistent_arrays(tmp_path: Path) -> None:
         Bm25Index.load(tmp_path / "does-not-exist")
 
 
+@pytest.mark.parametrize("array, at, value", [("docs", -1, 3), ("docs", 0, -1), ("tfs", -1, 0)])
+def test_load_checks_every_block_of_postings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             array: str, at: int, value: int) -> None:
+    """The postings are checked a block at a time (2 here): a bad one in any block is found."""
+    monkeypatch.setattr("indexers.bm25._CHECK_BLOCK", 2)
+    directory = _saved(tmp_path)
+    assert len(Bm25Index.load(directory)) == 3
+    values = np.load(directory / f"{array}.npy")
+    values[at] = value  # 3: no such document; -1: negative; a count of 0
+    np.save(directory / f"{array}.npy", values)
+    with pytest.raises(IndexStateError, match="postings"):
+        Bm25Index.load(directory)
+
+
 @pytest.mark.parametrize("walk_per_id", [0, 16, 10**9])  # every share by binary search, either way, by walking
 def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch: pytest.MonkeyPatch,
                                                                     walk_per_id: int) -> None:
