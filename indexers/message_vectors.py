@@ -44,8 +44,12 @@ class MessageVectors:
 
     def has(self, message_ids: Sequence[str]) -> np.ndarray:
         """Whether each message has a vector (one binary search for all of them)."""
+        return self._has(message_ids, self._saved_rows_of(message_ids))
+
+    def _has(self, message_ids: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """`has`, given the ids' `_saved_rows_of`."""
         fresh = np.fromiter((m in self._fresh for m in message_ids), dtype=bool, count=len(message_ids))
-        return fresh | (self._saved_rows_of(message_ids) >= 0)
+        return fresh | (rows >= 0)
 
     def put(self, message_ids: Sequence[str], vectors: np.ndarray) -> None:
         self._drop_saved(message_ids)
@@ -75,10 +79,9 @@ class MessageVectors:
         out[found] = at[found]
         return out
 
-    def _matrix(self, message_ids: Sequence[str]) -> np.ndarray:
-        """The float16 rows of these (known) ids, in order."""
+    def _matrix(self, message_ids: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """The float16 rows of these (known) ids, in order, given their `_saved_rows_of`."""
         out = np.empty((len(message_ids), self.dim), dtype=np.float16)
-        rows = self._saved_rows_of(message_ids)
         saved = np.flatnonzero(rows >= 0)
         if len(saved):
             out[saved] = self._saved_rows(rows[saved])
@@ -104,9 +107,10 @@ class MessageVectors:
     def similarities(self, message_ids: Sequence[str], query: np.ndarray) -> np.ndarray:
         """Cosine of each message with the (normalised) query; NaN where a message has no vector."""
         out = np.full(len(message_ids), np.nan)
-        known = np.flatnonzero(self.has(message_ids))
+        rows = self._saved_rows_of(message_ids)  # one binary search serves both steps
+        known = np.flatnonzero(self._has(message_ids, rows))
         if len(known):
-            out[known] = self._matrix([message_ids[i] for i in known.tolist()]).astype(np.float32) @ query
+            out[known] = self._matrix([message_ids[i] for i in known.tolist()], rows[known]).astype(np.float32) @ query
         return out
 
     def save(self, directory: Path) -> None:
@@ -118,7 +122,8 @@ class MessageVectors:
         ids = sorted([*saved, *self._fresh])
         out = np.lib.format.open_memmap(directory / "vectors.npy", mode="w+", dtype=np.float16, shape=(len(ids), self.dim))
         for start in range(0, len(ids), SAVE_BLOCK):
-            out[start:start + SAVE_BLOCK] = self._matrix(ids[start:start + SAVE_BLOCK])
+            block = ids[start:start + SAVE_BLOCK]
+            out[start:start + SAVE_BLOCK] = self._matrix(block, self._saved_rows_of(block))
             release(out, self._saved)
         del out
         (directory / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
