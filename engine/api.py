@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Liter
 import numpy as np
 
 from engine.config import Settings, data_dir
+from engine.embedding_choice import documents_embedder, query_embedder
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
 from engine.maintenance.closing import apply_retention, catch_up, summarize_users
 from engine.maintenance.deletion import Deleter, deletion_report
 from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
 from engine.maintenance.ray_reindex import rebuild_on_ray
-from engine.errors import EmbeddingUnavailableError, InvalidInputError
+from engine.errors import InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
 from engine.facade_edges import (EveryUser, as_path, by_thread, capped, file_errors, guarded_write, pipeline_params,
                                  to_new_message)
@@ -36,13 +37,13 @@ from engine.summaries.policy import ConversationDetail, SummarizeReport, Summary
 from engine.summaries.summarizers import make_summarizer
 from engine.query.summary_index import SummaryIndex
 from engine.timeutil import parse_day, utcnow
-from indexers.embedders import DeadlineEmbedder, Embedder, load_embedder
+from indexers.embedders import DeadlineEmbedder, Embedder
 from indexers.pipeline import IndexPipeline, IndexReport
 
 if TYPE_CHECKING:
     from indexers.distributed import RayReindexReport
 
-__all__ = ["ConversationEngine", "pipeline_params", "to_new_message"]
+__all__ = ["ConversationEngine", "pipeline_params", "query_embedder", "to_new_message"]
 
 log = logging.getLogger("convsearch")
 Progress = Callable[[int, int], None]  # (done, total) callbacks, e.g. a progress bar
@@ -63,11 +64,12 @@ class ConversationEngine:
                                  clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours))
         if isinstance(embedder, str) and embedder != "auto":
             raise InvalidInputError(f'embedder must be an Embedder, None (lexical only) or "auto", got {embedder!r}')
-        chosen = self._embedder() if isinstance(embedder, str) else embedder
+        chosen = documents_embedder(self.settings) if isinstance(embedder, str) else embedder
         self.pipeline = IndexPipeline(self.store, self.home / "indexes", pipeline_params(self.settings), chosen)
         self.summary_index = SummaryIndex(self.pipeline)
+        query = query_embedder(self.settings, chosen) if isinstance(embedder, str) else chosen
         self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
-                                 query_embedder=DeadlineEmbedder(chosen) if chosen is not None else None)
+                                 query_embedder=DeadlineEmbedder(query) if query is not None else None)
         self._experiments: dict[tuple[tuple[str, Any], ...], Searcher] = {(): self.searcher}  # search_experiment's
         self.navigator = Navigator(self.store, clock=clock)
         counter = self.pipeline.counter  # one word memo for windows and prompt budgets
@@ -81,13 +83,6 @@ class ConversationEngine:
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
         self.days = DayBrowser(self.store, clock=clock)
         self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
-
-    def _embedder(self) -> Embedder | None:
-        try:
-            return load_embedder(self.settings.embedding_backend, batch_size=self.settings.embed_batch_size)
-        except EmbeddingUnavailableError as exc:
-            log.warning("embedding.unavailable reason=%r fallback=lexical", exc.message)
-            return None
 
     def _writing(self, user_id: str | None = None) -> ContextManager[None]:
         """The user's writer lock (every user's when None), as every write runs (`guarded_write`)."""
@@ -422,6 +417,7 @@ class ConversationEngine:
                 "watermarks": dict(shard.manifest.watermarks), "model": shard.manifest.spec.model,
                 "schema_version": shard.manifest.spec.schema_version,
                 "embedder": self.pipeline.embedder.name if self.pipeline.embedder else None,
+                "query_embedder": self.searcher.query_embedder.name if self.searcher.query_embedder else None,
                 "summaries": self.summary_retries()}
 
     def summary_retries(self) -> dict[str, object]:

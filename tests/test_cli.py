@@ -17,6 +17,7 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.surfaces.cli import main
+from indexers.embedders import QUERY_MODEL_NAME
 from tests.support import ALICE, BOB, NOW, messages
 
 pytestmark = pytest.mark.model  # see tests/conftest.py (--fast)
@@ -91,6 +92,7 @@ def test_summary_conversation_and_context_commands(capsys: pytest.CaptureFixture
     assert payload["max_tokens"] == 500 and payload["source"] == "today"
     status = run(capsys, home, "status", "--user", "alice")
     assert status["not_vector_indexed_messages"] == 0 and status["embedder"] == status["model"]
+    assert status["query_embedder"] == QUERY_MODEL_NAME  # queries: the model's int8 copy
 
 
 @pytest.mark.parametrize("argv, words, status", [

@@ -324,6 +324,8 @@ class IndexStatusOut(BaseModel):
     model: str | None = Field(description="Embedding model the index was built with.")
     schema_version: int = Field(description="Layout version of the index files (a change means a reindex).")
     embedder: str | None = Field(description="Embedding model loaded now (null: lexical only).")
+    query_embedder: str | None = Field(None, description="The model that embeds queries (the embedder's int8 copy "
+                                       "by default; null: lexical only).")
     summaries: dict[str, Any] = Field(default_factory=dict, description="Summaries whose summarizer call failed "
                                       "and wait for a retry (pending_retries, last_error), in this process.")
 
