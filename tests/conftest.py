@@ -4,7 +4,11 @@ that loads the MiniLM model or starts a process, naming the marker to add."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,12 @@ from engine.store.core import Store
 
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "sample.jsonl"
 FAST_SKIPS = ("slow", "model", "process")
+
+# The int8 query model is derived once per test session into a directory of its own (the processes
+# the tests start inherit it): tests never write to the user's ~/.cache. Set before any Settings.
+_MODELS = tempfile.mkdtemp(prefix="convsearch-test-models-")
+os.environ.setdefault("CONVSEARCH_MODEL_CACHE_DIR", _MODELS)
+atexit.register(shutil.rmtree, _MODELS, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
