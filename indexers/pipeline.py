@@ -182,13 +182,14 @@ class IndexPipeline:
         return shard
 
     def forget_user(self, user_id: str) -> None:
-        """Drop the user's shard from memory and disk, and its cached embeddings."""
+        """Drop the user's shard from memory and disk, and what the cache knew of its embeddings
+        (their rows went with the user's: `Store.delete_user`)."""
         import shutil
 
         self._shards.pop(user_id, None)
         shutil.rmtree(shard_dir(self.root, user_id), ignore_errors=True)
         if self.cache is not None:
-            self.cache.forget(user_id)
+            self.cache.deleted_with_user(user_id)
 
     # Incremental ----------------------------------------------------------------------------
     def update_lexical(self, user_id: str) -> tuple[int, int, int]:

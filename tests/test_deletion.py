@@ -224,6 +224,21 @@ def test_delete_user_forgets_everything(engine: ConversationEngine) -> None:
     assert diagnose(engine).ok
 
 
+def test_a_user_deleted_and_added_again_is_embedded_again(tmp_path: Path, embedder: Embedder) -> None:
+    # the caches must not remember vectors whose rows went with the user: nothing would embed them again
+    with _engine(tmp_path / "home", embedder) as e:
+        for _ in range(2):
+            e.add_user("carol")
+            e.ingest("carol", _conversation("carol", T0, 4, secret_at=2))
+            e.end_conversation("carol")
+            e.index()
+            status = e.index_status("carol")
+            assert status["not_vector_indexed_messages"] == 0 and status["vector_indexed_chunks"] == status["chunks"]
+            assert e.store.db.execute("SELECT count(*) FROM summary_embeddings WHERE user_id = 'carol'")[0][0] > 0
+            assert e.search("carol", WORD).mode == "hybrid"
+            e.delete_user("carol")
+
+
 def test_retention_keeps_only_the_newest_ended_conversations(tmp_path: Path, embedder: Embedder) -> None:
     with _engine(tmp_path / "home", embedder, max_conversations_retained=1) as e:
         e.add_user("alice")

@@ -86,7 +86,7 @@ class Deleter:
         self.pipeline.forget_user(user_id)
         self.summary_index.forget(user_id)
         if self.summary_index.cache is not None:
-            self.summary_index.cache.forget(user_id)  # its rows went with the user's; this drops what it knew
+            self.summary_index.cache.deleted_with_user(user_id)
         return count
 
     def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> None:

@@ -96,6 +96,10 @@ class EmbeddingCache:
             )
         self._known.pop(user_id, None)  # reloaded on next use
 
+    def deleted_with_user(self, user_id: str) -> None:
+        """Drop what this cache knew of a user whose rows `Store.delete_user` already deleted."""
+        self._known.pop(user_id, None)
+
     def keep_only(self, user_id: str, live_hashes: Iterable[str]) -> None:
         """Drop the user's entries that no live window, message line or summary uses."""
         self.db.execute(
