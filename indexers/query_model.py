@@ -42,21 +42,20 @@ def int8_query_model(source: Path, cache_dir: Path) -> Path:
     EmbeddingUnavailableError saying why when it cannot be made (the caller keeps `source`)."""
     try:
         import onnxruntime as ort
-        from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
-        raise EmbeddingUnavailableError(f"the int8 query model needs `pip install onnx onnxruntime` ({exc})") from exc
+        raise EmbeddingUnavailableError(f"the int8 query model needs `pip install onnxruntime` ({exc})") from exc
     target = cache_dir / f"{_PREFIX}-{_digest(source)}-ort{ort.__version__}.onnx"
     if target.is_file():
         return target
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".derive-") as scratch:
-            folded = Path(scratch) / "folded.onnx"
+            folded, quantised = Path(scratch) / "folded.onnx", Path(scratch) / "query.onnx"
             _fold_weights(source, folded)
-            quantised = Path(scratch) / "query.onnx"
-            with _quiet_quantiser():
-                quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
+            _quantise(folded, quantised)
             os.replace(quantised, target)
+    except EmbeddingUnavailableError:
+        raise
     except Exception as exc:  # OSError, onnx's and onnxruntime's own errors: all mean "keep the source"
         raise EmbeddingUnavailableError(f"could not derive the int8 query model in {cache_dir}: {exc}") from exc
     return target
@@ -83,6 +82,16 @@ def _fold_weights(source: Path, folded: Path) -> None:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.optimized_model_filepath = str(folded)
     ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+def _quantise(folded: Path, quantised: Path) -> None:
+    """Weights int8 per output channel, activations quantised per call (integer products)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:  # the quantiser needs the onnx package; a derived copy does not
+        raise EmbeddingUnavailableError(f"deriving the int8 query model needs `pip install onnx` ({exc})") from exc
+    with _quiet_quantiser():
+        quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
 
 
 class _QuantiserAdvice(logging.Filter):

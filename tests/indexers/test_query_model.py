@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.errors import EmbeddingUnavailableError
 from indexers.embedders import ONNX_MODEL_NAME, QUERY_MODEL_NAME, OnnxEmbedder, query_embedder_for
 from indexers.model_files import onnx_model_path
 from indexers.query_model import int8_query_model
@@ -51,6 +53,14 @@ def test_derived_once_under_a_name_that_holds_its_source(derived: Path) -> None:
     assert derived.stat().st_size < onnx_model_path().stat().st_size * 1.5  # int8 weights, not float
 
 
+def test_a_derived_copy_needs_no_quantiser(derived: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # as without the onnx package
+    assert int8_query_model(onnx_model_path(), derived.parent) == derived
+    with pytest.raises(EmbeddingUnavailableError, match="pip install onnx"):
+        int8_query_model(onnx_model_path(), tmp_path)
+    assert not list(tmp_path.iterdir())  # the scratch directory went too
+
+
 def test_query_vectors_stay_close_to_the_shipped_model(derived: Path) -> None:
     shipped = OnnxEmbedder()
     query = OnnxEmbedder(model_path=derived, name=QUERY_MODEL_NAME)
@@ -71,6 +81,16 @@ def test_a_model_that_cannot_be_derived_leaves_the_documents_model(tmp_path: Pat
         assert query_embedder_for(documents, blocker / "models") is documents
     assert "query_model.unavailable" in caplog.text and str(blocker) in caplog.text
     assert blocker.read_text() == "not a directory"
+
+
+def test_a_damaged_copy_leaves_the_documents_model(tmp_path: Path, derived: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    damaged = tmp_path / derived.name
+    damaged.write_bytes(derived.read_bytes()[: derived.stat().st_size // 2])  # e.g. a disk that failed
+    documents = OnnxEmbedder()
+    with caplog.at_level(logging.WARNING, logger="convsearch"):
+        assert query_embedder_for(documents, tmp_path) is documents
+    assert "delete it to derive it again" in caplog.text and str(damaged) in caplog.text
 
 
 def test_other_models_embed_their_own_queries(tmp_path: Path) -> None:
