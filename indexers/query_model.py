@@ -8,9 +8,9 @@ and against the documents' vectors, which stay the shipped model's, LoCoMo dev r
 (docs/benchmarks.md, issue 18, tenth round). Documents keep the shipped model: their vectors are
 cached and compared across versions.
 
-The derived file is written next to nothing it could damage: a cache directory, under a name that
-holds the source's hash and onnxruntime's version, through a temporary file and a rename, so two
-processes deriving at once both end with the same whole file.
+The copy lives in a cache directory under a name holding the source's hash and onnxruntime's
+version, written through a temporary file and a rename: two processes deriving it at once both end
+with the same whole file.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ _PREFIX = "minilm-query-int8"
 
 def default_cache_dir() -> Path:
     """$XDG_CACHE_HOME/convsearch (~/.cache/convsearch): shared by every data directory of the user."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory (a service account): a directory every run can find
+            base = tempfile.gettempdir()
     return Path(base) / "convsearch"
 
 
