@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -25,6 +26,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "OnnxEmbedder",
     "DeadlineEmbedder",
+    "PendingVectors",
     "load_embedder",
     "query_embedder_for",
     "TORCH_MODEL_NAME",
@@ -268,13 +270,14 @@ def load_embedder(
 def query_embedder_for(documents: Embedder | None, cache_dir: Path) -> Embedder | None:
     """What embeds queries beside `documents`: the int8 query copy when the documents use the
     shipped ONNX graph (a query ~2 ms faster, same recall); else, or when the copy cannot be made,
-    `documents` itself (logged)."""
+    `documents` itself (logged). The copy runs on one thread: a search matches its keywords on the
+    other core meanwhile (`PendingVectors`), and a second model thread only contends with it."""
     if not isinstance(documents, OnnxEmbedder) or documents.model_path is not None:
         return documents
     from indexers.query_model import int8_query_model
 
     try:
-        query = OnnxEmbedder(batch_size=documents.batch_size, num_threads=documents.num_threads,
+        query = OnnxEmbedder(batch_size=documents.batch_size, num_threads=1,
                              model_path=int8_query_model(onnx_model_path(), cache_dir), name=QUERY_MODEL_NAME)
         query.load()  # now (0.1 s): a damaged copy must fall back here, not turn every search lexical
     except EmbeddingUnavailableError as exc:
@@ -313,29 +316,54 @@ class DeadlineEmbedder:
 
     def embed_within(self, texts: Sequence[str], timeout_s: float) -> np.ndarray:
         """Vectors for texts, or EmbeddingUnavailableError if the model fails or exceeds timeout_s."""
+        return self.start(texts, timeout_s).result()
+
+    def start(self, texts: Sequence[str], timeout_s: float) -> "PendingVectors":
+        """Begin embedding texts on the worker and return at once: the caller does other work (a
+        search's keyword side) while the model runs, then waits with `PendingVectors.result`."""
         _check_timeout(timeout_s)
         batch = _checked_texts(texts)
         if not self._available:
             raise EmbeddingUnavailableError(f"the embedding model {self.name} failed to load earlier")
         future: Future[np.ndarray] = self._worker.submit(self.inner.embed, batch)
-        try:
-            return future.result(timeout=timeout_s)
-        except FutureTimeoutError as exc:
-            future.cancel()  # only succeeds if the worker has not started it
-            raise EmbeddingUnavailableError(
-                f"embedding {len(batch)} text(s) took longer than {timeout_s:g} s"
-            ) from exc
-        except EmbeddingUnavailableError:
-            self._available = False  # the backends raise this only when the model cannot load
-            raise
-        except InvalidInputError:
-            raise
-        except Exception as exc:  # a model crash must not escape as an unknown error
-            raise EmbeddingUnavailableError(f"the embedding model {self.name} failed: {exc}") from exc
+        return PendingVectors(future, count=len(batch), timeout_s=timeout_s, model_name=self.name,
+                              on_load_failure=self._mark_unavailable)
+
+    def _mark_unavailable(self) -> None:
+        self._available = False
 
     def close(self) -> None:
         """Stop the worker (it finishes the call it is running)."""
         self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+class PendingVectors:
+    """Vectors a DeadlineEmbedder is computing; the deadline counts from the moment they were asked for."""
+
+    def __init__(self, future: Future[np.ndarray], *, count: int, timeout_s: float, model_name: str,
+                 on_load_failure: Callable[[], None]) -> None:
+        self._future, self._count, self._timeout_s, self._model_name = future, count, timeout_s, model_name
+        self._on_load_failure = on_load_failure
+        self._deadline = time.monotonic() + timeout_s
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> np.ndarray:
+        """The vectors, or EmbeddingUnavailableError if the model failed or the deadline passed."""
+        try:
+            return self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
+        except FutureTimeoutError as exc:
+            self._future.cancel()  # only succeeds if the worker has not started it
+            raise EmbeddingUnavailableError(
+                f"embedding {self._count} text(s) took longer than {self._timeout_s:g} s") from exc
+        except EmbeddingUnavailableError:
+            self._on_load_failure()  # the backends raise this only when the model cannot load
+            raise
+        except InvalidInputError:
+            raise
+        except Exception as exc:  # a model crash must not escape as an unknown error
+            raise EmbeddingUnavailableError(f"the embedding model {self._model_name} failed: {exc}") from exc
 
 
 def _check_timeout(timeout_s: float) -> None:

@@ -12,14 +12,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.api import ConversationEngine
 from engine.maintenance.doctor import diagnose
 from engine.errors import ConvsearchError
-from tests.support import batch, open_engine
+from indexers.embedders import DeadlineEmbedder
+from tests.support import HashEmbedder, batch, open_engine
 
 USERS = ("u0", "u1")
 READERS, READS_PER_THREAD, WRITES = 4, 25, 12
@@ -233,3 +236,31 @@ def test_searches_racing_a_cold_load_wait_for_the_caught_up_shard(tmp_path: Path
             t.join(timeout=60)
     assert len(found) == 6 and all(s is shards[0] for s in shards)  # one load, not one per racing search
     assert [(r.mode, r.notice, r.results[0].message_id) for r in found] == [("hybrid", None, "b0002-00299")] * 6
+
+
+class _WritesWhileEmbedding:
+    """A query model that lets a writer in once while it runs: a search waits for its vector outside
+    the shard's lock, so a write can land between its keyword side and the rest."""
+
+    name, dim, max_tokens = HashEmbedder.name, HashEmbedder.dim, HashEmbedder.max_tokens
+
+    def __init__(self, write: Callable[[], None]) -> None:
+        self.write: Callable[[], None] | None = write
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.write is not None:
+            time.sleep(0.3)  # the search's keyword side is read meanwhile (a few ms)
+            self.write, write = None, self.write
+            write()
+        return HashEmbedder().embed(["a vector that points elsewhere"] * len(texts))
+
+
+def test_a_message_deleted_while_the_query_embeds_is_never_returned(engine: ConversationEngine) -> None:
+    """The keyword side read before the deletion names its window: read again, never opened (KeyError)."""
+    doomed = batch(100, 60)[7]  # "... topic7 and theme..."
+    engine.searcher.query_embedder = DeadlineEmbedder(
+        _WritesWhileEmbedding(lambda: engine.delete_messages("u0", [doomed["message_id"]])))
+    response = engine.search("u0", "topic7", limit=5)
+    assert response.mode == "hybrid"
+    assert doomed["message_id"] not in [h.message_id for h in response.results]
+

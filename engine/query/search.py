@@ -37,7 +37,7 @@ from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
 from engine.validation import whole_number
-from indexers.embedders import DeadlineEmbedder
+from indexers.embedders import DeadlineEmbedder, PendingVectors
 from indexers.pipeline import IndexPipeline
 from indexers.chunking import Chunk
 from indexers.message_table import MessageCard
@@ -94,12 +94,16 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
-        q, notice = self._prepare(text, shard, mode, fusion or self.settings.fusion)
+        vector, notice = self._start_vector(text, shard, mode)  # the model runs while the keywords are matched
+        tokens = shard.tokenizer.tokenize(text)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
-        matches = (self.summaries.match(user_id, q.tokens, intervals, with_vectors=q.vector is not None)
+        matches = (self.summaries.match(user_id, tokens, intervals, with_vectors=vector is not None)
                    if "summary" in kinds or wants_context else None)
+        lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
+        q, notice = self._query(text, tokens, vector, notice, mode, fusion or self.settings.fusion)
         with shard.lock:
-            lexical = lexical_side(shard, q.tokens, intervals, self._depth(limit)) if "message" in kinds else None
+            if shard.changes != seen:  # written to while the model ran: match what is there now
+                lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
             windows = self._windows(shard, lexical, query_idf(shard, q.tokens), q, intervals, limit)
         scored = self._scored_summaries(matches, q, windows, limit)
         messages = (self._message_hits(user_id, shard, windows, q, limit, penalty, scored if wants_context else None)
@@ -119,26 +123,42 @@ class Searcher:
         )
 
     # Query ----------------------------------------------------------------------------------
-    def _prepare(self, text: str, shard: Shard, mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
-        tokens = shard.tokenizer.tokenize(text)
+    def _start_vector(self, text: str, shard: Shard, mode: SearchMode | None) -> tuple[PendingVectors | None, str | None]:
+        """The query's embedding, begun on the model's worker; None (and why, when a user should know)
+        when the search goes without one."""
         if mode not in (None, "hybrid", "lexical", "vector"):
             raise InvalidInputError(f"mode must be hybrid, lexical or vector, got {mode!r}")
         if mode == "lexical":
-            return _Query(text, tokens, None, "lexical", fusion), None
-        vector, notice = self._embed_query(text, shard)
-        if vector is None:
-            return _Query(text, tokens, None, "lexical", fusion), notice
-        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
-
-    def _embed_query(self, text: str, shard: Shard) -> tuple[np.ndarray | None, str | None]:
+            return None, None
         if self.query_embedder is None:
             return None, "embeddings are disabled: lexical search only"
         if shard.hnsw is None or not shard.has_vector:
             return None, None  # no vectors yet: a keyword search, and _pending_notice says what to run
         try:
-            return self.query_embedder.embed_within([text], self.settings.embedding_timeout_s)[0], None
+            return self.query_embedder.start([text], self.settings.embedding_timeout_s), None
         except EmbeddingUnavailableError as exc:
             return None, f"lexical search only: {exc.message}"
+
+    @staticmethod
+    def _query(text: str, tokens: list[str], pending: PendingVectors | None, notice: str | None,
+               mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
+        """The query with its vector once the model is done; a keyword query when there is none."""
+        vector = None
+        if pending is not None:
+            try:
+                vector = pending.result()[0]
+            except EmbeddingUnavailableError as exc:
+                notice = f"lexical search only: {exc.message}"
+        if vector is None:
+            return _Query(text, tokens, None, "lexical", fusion), notice
+        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
+
+    def _keyword_side(self, shard: Shard, tokens: list[str], intervals: Intervals | None, limit: int,
+                      kinds: Sequence[str]) -> tuple[LexicalSide | None, int]:
+        """BM25's side of the search, and the shard's change count it was read at."""
+        with shard.lock:
+            found = lexical_side(shard, tokens, intervals, self._depth(limit)) if "message" in kinds else None
+            return found, shard.changes
 
     # Messages -------------------------------------------------------------------------------
     def _windows(self, shard: Shard, lexical: LexicalSide | None, idf: Mapping[str, float], q: _Query,

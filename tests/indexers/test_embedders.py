@@ -179,6 +179,34 @@ def test_deadline_cancels_queued_calls_behind_a_stuck_one() -> None:
         deadline.close()
 
 
+def test_started_vectors_arrive_while_the_caller_works() -> None:
+    inner = _Stuck()
+    deadline = DeadlineEmbedder(inner)
+    try:
+        pending = deadline.start(["x", "y"], 5)  # returns while the model is still held
+        assert not pending.done()
+        inner.release.set()
+        assert pending.result().shape == (2, 384)
+    finally:
+        inner.release.set()
+        deadline.close()
+
+
+def test_a_started_call_counts_its_deadline_from_the_start() -> None:
+    inner = _Stuck()
+    deadline = DeadlineEmbedder(inner)
+    try:
+        pending = deadline.start(["x"], 1.0)
+        time.sleep(1.1)  # the caller's own work outlasted the deadline
+        waited = time.perf_counter()
+        with pytest.raises(EmbeddingUnavailableError, match="longer than 1 s"):
+            pending.result()
+        assert time.perf_counter() - waited < 0.5  # no second deadline of waiting
+    finally:
+        inner.release.set()
+        deadline.close()
+
+
 def test_deadline_load_failure_marks_unavailable() -> None:
     inner = _Unloadable()
     deadline = DeadlineEmbedder(inner)

@@ -72,6 +72,13 @@ def test_query_vectors_stay_close_to_the_shipped_model(derived: Path) -> None:
     assert best_query.tolist() == best_shipped.tolist() == list(range(len(QUERIES)))
 
 
+def test_queries_get_the_copy_on_one_thread(derived: Path) -> None:
+    documents = OnnxEmbedder()
+    query = query_embedder_for(documents, derived.parent)
+    assert isinstance(query, OnnxEmbedder) and query.name == QUERY_MODEL_NAME
+    assert query.model_path == derived and query.num_threads == 1  # the search's keyword side has the other core
+
+
 def test_a_model_that_cannot_be_derived_leaves_the_documents_model(tmp_path: Path,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     blocker = tmp_path / "a-file"
