@@ -94,13 +94,13 @@ class Searcher:
         shard = self.pipeline.shard(user_id)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
-        vector, notice = self._start_vector(text, shard, mode)  # the model runs while the keywords are matched
+        embedding, notice = self._start_vector(text, shard, mode)  # the model runs while the keywords are matched
         tokens = shard.tokenizer.tokenize(text)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
-        matches = (self.summaries.match(user_id, tokens, intervals, with_vectors=vector is not None)
+        matches = (self.summaries.match(user_id, tokens, intervals, with_vectors=embedding is not None)
                    if "summary" in kinds or wants_context else None)
         lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
-        q, notice = self._query(text, tokens, vector, notice, mode, fusion or self.settings.fusion)
+        q, notice = self._query(text, tokens, embedding, notice, mode, fusion or self.settings.fusion)
         with shard.lock:
             if shard.changes != seen:  # written to while the model ran: match what is there now
                 lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
