@@ -53,7 +53,8 @@ async def _agent(session: Any, user: str) -> dict[str, Any]:
     seen["search"] = data(await session.call_tool("conversation_search", {"query": f"{SHARED_WORD} trip budget",
                                                                           "limit": 20}))
     seen["grep"] = data(await session.call_tool("search_session_history", {"text": SHARED_WORD}))
-    seen["smuggled"] = data(await session.call_tool("search_session_history", {"text": "BOB-1", "user_id": "bob"}))
+    smuggled = await session.call_tool("search_session_history", {"text": "BOB-1", "user_id": "bob"})
+    seen["smuggled"] = (smuggled.is_error, " ".join(getattr(b, "text", "") for b in smuggled.content))
     seen["recent"] = data(await session.call_tool("get_conversation", {}))
     return seen
 
@@ -100,7 +101,8 @@ def test_mcp_over_http_and_stdio_and_the_cli_share_one_server(home: Path, tmp_pa
         assert hits and {h["thread_id"] for h in hits} == {f"{user}:continuous"}, user
         assert {h["message_id"] for h in hits if h["kind"] == "message"} <= {f"{user}-{i}" for i in range(8)} | {f"{user}-live"}
         assert _ids(mine["grep"]) == {f"{user}-{i}" for i in range(8)} | {f"{user}-live"}, user
-        assert _ids(mine["smuggled"]) <= ({"bob-1"} if user == "bob" else set()), user
+        refused, text = mine["smuggled"]  # the token says who: a user_id argument is refused, never obeyed
+        assert refused and "has no argument user_id" in text, user
         assert mine["recent"] and all(c["user_id"] == user for c in mine["recent"])
     assert shell["ingest"]["import"]["inserted"] == 8 and shell["ingest"]["import"]["path"].endswith("dave.jsonl")
     assert shell["ingest"]["index"][0]["user_id"] == "dave"

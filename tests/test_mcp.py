@@ -37,6 +37,7 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "wrong_types": ("conversation_search", {"query": 123, "limit": "lots"}),
     "too_many": ("conversation_search", {"query": "database", "limit": 500}),
     "smuggled_user": ("get_turns_since", {"timestamp": "2024-03-04", "user_id": "bob"}),
+    "unknown_mode": ("conversation_search", {"query": "kitten", "mode": "vector"}),
     "no_args": ("get_conversation", {}),
     "both": ("get_conversation", {"conversation_id": "alice:continuous:conv:1", "list_recent": True}),
     "slice": ("request_context_slice", {"start_seq": 1, "end_seq": 3}),
@@ -156,8 +157,9 @@ def test_another_users_history_is_unreachable(transcript: dict[str, Any]) -> Non
     assert all("Mochi" not in hit["snippet"] for hit in found["results"])
     assert data(transcript["grep_bob"]) == []
     assert "unknown_message" in failure(transcript["get_bob"])
-    smuggled = data(transcript["smuggled_user"])  # the SDK ignores unknown arguments: still alice's turns
-    assert [m["message_id"] for m in smuggled["messages"]] == [row[0] for row in ALICE]
+    smuggled = failure(transcript["smuggled_user"])  # the session's user is fixed: user_id is no argument
+    assert "invalid_input: get_turns_since has no argument user_id" in smuggled and "timestamp" in smuggled
+    assert "invalid_input: conversation_search has no argument mode" in failure(transcript["unknown_mode"])
 
 
 def test_logs_go_to_stderr_only(transcript: dict[str, Any], home: Path) -> None:

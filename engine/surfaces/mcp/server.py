@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, Mapping
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -217,9 +218,19 @@ def _tool_errors(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class CodedServer(MCPServer):
     """Tool errors whose text starts with the error code (`invalid_input: ...`), as docs/reference/mcp.md
-    promises, instead of the SDK's "Error executing tool X: ..." prefix."""
+    promises, instead of the SDK's "Error executing tool X: ..." prefix; and an argument a tool does not
+    take is an error (the SDK would drop it: `mode` or `user_id` silently ignored misleads an agent)."""
+
+    def __init__(self, *args: Any, parameters: Mapping[str, frozenset[str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.parameters = parameters  # each tool's argument names
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        unknown = sorted(set(arguments or {}) - self.parameters[name]) if name in self.parameters else []
+        if unknown:
+            takes = ", ".join(sorted(self.parameters[name])) or "none"
+            text = f"{InvalidInputError.code}: {name} has no argument {', '.join(unknown)}; its arguments: {takes}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -244,12 +255,13 @@ def _coded(exc: BaseException) -> str:
 
 def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCPServer:
     """The MCP server over `engine`, every tool bound to `user_id`."""
+    tools = BoundTools(engine, user_id)
     server: MCPServer = CodedServer(
         name="convsearch", version="0.1.0", log_level="WARNING",
+        parameters={name: frozenset(inspect.signature(getattr(tools, name)).parameters) for name in TOOLS},
         instructions=(f"Long-term memory of your conversations with user {user_id!r}: search it, open what you "
                       "find, replay periods, and summarise. Every tool reads this user's history only."),
     )
-    tools = BoundTools(engine, user_id)
     for name, hints in TOOLS.items():
         server.add_tool(_tool_errors(getattr(tools, name)), name=name, annotations=hints,
                         structured_output=True)
