@@ -263,4 +263,3 @@ def test_a_message_deleted_while_the_query_embeds_is_never_returned(engine: Conv
     response = engine.search("u0", "topic7", limit=5)
     assert response.mode == "hybrid"
     assert doomed["message_id"] not in [h.message_id for h in response.results]
-
