@@ -32,7 +32,7 @@ from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_hits import ScoredSummaries
-from engine.query.summary_index import SummaryIndex, SummaryMatches
+from engine.query.summary_index import NO_COVERS, SummaryIndex, SummaryMatches
 from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time
@@ -185,8 +185,7 @@ class Searcher:
         shared = self._with_phrases(messages, lines, q.tokens, idf, shard)
         own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,
                          vector_weight=self.settings.vector_weight, lexical_weight=self.settings.lexical_weight)
-        summary = (summaries.covering(messages.thread_ids, messages.seqs) if summaries is not None
-                   else np.full(len(messages.seqs), np.nan))
+        summary = summaries.covering() if summaries is not None else np.full(len(messages.seqs), np.nan)
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
@@ -289,10 +288,11 @@ class Searcher:
         messages were searched, only the candidates among them (`SummaryMatches.candidates`)."""
         if matches is None or not matches.summaries:
             return None
+        covers = NO_COVERS
         if windows is not None:
-            matches = matches.candidates(windows.messages.thread_ids, windows.messages.seqs, self._depth(limit))
+            matches, covers = matches.candidates(windows.messages.thread_ids, windows.messages.seqs, self._depth(limit))
         fused = self._fuse(matches.lexical_raw, matches.matched, matches.cosine(q.vector), q)
-        return ScoredSummaries(matches, fused)
+        return ScoredSummaries(matches, fused, covers)
 
     @staticmethod
     def _summary_hits(summaries: ScoredSummaries | None, q: _Query, limit: int, messages: list[SearchHit], shard: Shard,

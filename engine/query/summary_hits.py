@@ -12,7 +12,7 @@ from engine.models import Summary, day_segment_id
 from engine.query.citation import make_snippet
 from engine.query.ranking import FusedScores, ScoreParts, tie_break_key
 from engine.query.search_types import SearchHit
-from engine.query.summary_index import SummaryMatches
+from engine.query.summary_index import NO_COVERS, CoverPairs, SummaryMatches
 from indexers.shard import Shard
 
 __all__ = ["ScoredSummaries", "NEAR_SAME_SPAN"]
@@ -24,13 +24,11 @@ class ScoredSummaries:
 
     matches: SummaryMatches
     scores: FusedScores
+    covers: CoverPairs = NO_COVERS  # which of them cover which candidate message (SummaryMatches.candidates)
 
-    def covering(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> np.ndarray:
-        """The best fused score among the summaries covering each (thread, seq); NaN where none does."""
-        best = np.full(len(seqs), -np.inf)
-        at, rows = self.matches.spans.covering_pairs(thread_ids, seqs)
-        np.maximum.at(best, at, self.scores.fused[rows])
-        return np.where(np.isfinite(best), best, np.nan)
+    def covering(self) -> np.ndarray:
+        """The best fused score among the summaries covering each candidate message; NaN where none does."""
+        return self.covers.best(self.scores.fused)
 
     def hits(self, bar: float, limit: int, words: list[str], shard: Shard) -> list[SearchHit]:
         """The summaries scoring at least `bar` as hits, best first, at most `limit`, none over nearly

@@ -23,7 +23,7 @@ from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
 from indexers.pipeline import IndexPipeline
 
-__all__ = ["SummaryIndex", "SummaryMatches", "Spans", "packed_markdown", "summary_text", "summary_key"]
+__all__ = ["SummaryIndex", "SummaryMatches", "CoverPairs", "NO_COVERS", "Spans", "packed_markdown", "summary_text", "summary_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +50,42 @@ class SummaryMatches:
         """These rows only (ascending)."""
         return _rows_of(self, rows, self.lexical_raw[rows], self.matched[rows])
 
-    def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int) -> "SummaryMatches":
+    def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int
+                   ) -> tuple["SummaryMatches", "CoverPairs"]:
         """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
-        covering a candidate message (whose context it gives). A summary close to the query in meaning
-        covers messages the vector side found; the others are not read, so the cosines cost what the
-        candidates do, not what the user's summaries do (a 1M-message user has ~59,000: 8 ms a search).
-        A user with no more summaries than a list holds has them all scored."""
+        covering a candidate message (whose context it gives), with which of them covers which message.
+        A summary close to the query in meaning covers messages the vector side found; the others are
+        not read, so the cosines cost what the candidates do, not what the user's summaries do (a
+        1M-message user has ~59,000: 8 ms a search). A user with no more summaries than a list holds
+        has them all scored."""
+        at, over = self.spans.covering_pairs(thread_ids, seqs)
         if len(self.summaries) <= depth:
-            return self
+            return self, CoverPairs(len(seqs), at, over)
         lexical = np.flatnonzero(self.matched)
         if len(lexical) > depth:
             lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
-        rows = np.union1d(lexical, self.spans.covering_pairs(thread_ids, seqs)[1])
-        return self if len(rows) == len(self.summaries) else self.take(rows)
+        rows = np.union1d(lexical, over)
+        if len(rows) == len(self.summaries):
+            return self, CoverPairs(len(seqs), at, over)
+        return self.take(rows), CoverPairs(len(seqs), at, np.searchsorted(rows, over))
+
+
+@dataclass(frozen=True, slots=True)
+class CoverPairs:
+    """Which summaries cover which of a search's candidate messages: (message position, summary row)."""
+
+    messages: int  # how many candidate messages
+    at: np.ndarray  # positions among them
+    rows: np.ndarray  # rows of the summaries scored
+
+    def best(self, scores: np.ndarray) -> np.ndarray:
+        """The best of `scores` (one per summary row) among the summaries covering each message; NaN where none does."""
+        best = np.full(self.messages, -np.inf)
+        np.maximum.at(best, self.at, scores[self.rows])
+        return np.where(np.isfinite(best), best, np.nan)
+
+
+NO_COVERS = CoverPairs(0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))  # no messages were searched
 
 
 def _rows_of(every: SummaryMatches, rows: np.ndarray, lexical_raw: np.ndarray, matched: np.ndarray) -> SummaryMatches:
