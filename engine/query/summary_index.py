@@ -59,15 +59,14 @@ class SummaryMatches:
         1M-message user has ~59,000: 8 ms a search). A user with no more summaries than a list holds
         has them all scored."""
         at, over = self.spans.covering_pairs(thread_ids, seqs)
-        if len(self.summaries) <= depth:
-            return self, CoverPairs(len(seqs), at, over)
-        lexical = np.flatnonzero(self.matched)
-        if len(lexical) > depth:
-            lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
-        rows = np.union1d(lexical, over)
-        if len(rows) == len(self.summaries):
-            return self, CoverPairs(len(seqs), at, over)
-        return self.take(rows), CoverPairs(len(seqs), at, np.searchsorted(rows, over))
+        if len(self.summaries) > depth:
+            lexical = np.flatnonzero(self.matched)
+            if len(lexical) > depth:
+                lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
+            rows = np.union1d(lexical, over)
+            if len(rows) < len(self.summaries):  # the rows kept, renumbered
+                return self.take(rows), CoverPairs(len(seqs), at, np.searchsorted(rows, over))
+        return self, CoverPairs(len(seqs), at, over)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -163,48 +163,45 @@ class _Stuck(_Unloadable):
         return np.ones((len(texts), 384), dtype=np.float32)
 
 
-def test_deadline_cancels_queued_calls_behind_a_stuck_one() -> None:
+@pytest.fixture
+def stuck() -> Iterator[tuple[_Stuck, DeadlineEmbedder]]:
+    """A model held until released, behind a DeadlineEmbedder; released and closed after the test."""
     inner = _Stuck()
     deadline = DeadlineEmbedder(inner)
     try:
-        for timeout in (1.0, 0.05, 0.05):  # the first hangs on the worker, the next two queue and give up
-            with pytest.raises(EmbeddingUnavailableError):
-                deadline.embed_within(["x"], timeout)
-        assert inner.calls == 1
-        inner.release.set()
-        assert deadline.embed_within(["x", "y"], 5).shape == (2, 384)
-        assert inner.calls == 2  # the two timed-out queued calls were cancelled, never run
+        yield inner, deadline
     finally:
         inner.release.set()
         deadline.close()
 
 
-def test_started_vectors_arrive_while_the_caller_works() -> None:
-    inner = _Stuck()
-    deadline = DeadlineEmbedder(inner)
-    try:
-        pending = deadline.start(["x", "y"], 5)  # returns while the model is still held
-        assert not pending.done()
-        inner.release.set()
-        assert pending.result().shape == (2, 384)
-    finally:
-        inner.release.set()
-        deadline.close()
+def test_deadline_cancels_queued_calls_behind_a_stuck_one(stuck: tuple[_Stuck, DeadlineEmbedder]) -> None:
+    inner, deadline = stuck
+    for timeout in (1.0, 0.05, 0.05):  # the first hangs on the worker, the next two queue and give up
+        with pytest.raises(EmbeddingUnavailableError):
+            deadline.embed_within(["x"], timeout)
+    assert inner.calls == 1
+    inner.release.set()
+    assert deadline.embed_within(["x", "y"], 5).shape == (2, 384)
+    assert inner.calls == 2  # the two timed-out queued calls were cancelled, never run
 
 
-def test_a_started_call_counts_its_deadline_from_the_start() -> None:
-    inner = _Stuck()
-    deadline = DeadlineEmbedder(inner)
-    try:
-        pending = deadline.start(["x"], 1.0)
-        time.sleep(1.1)  # the caller's own work outlasted the deadline
-        waited = time.perf_counter()
-        with pytest.raises(EmbeddingUnavailableError, match="longer than 1 s"):
-            pending.result()
-        assert time.perf_counter() - waited < 0.5  # no second deadline of waiting
-    finally:
-        inner.release.set()
-        deadline.close()
+def test_started_vectors_arrive_while_the_caller_works(stuck: tuple[_Stuck, DeadlineEmbedder]) -> None:
+    inner, deadline = stuck
+    pending = deadline.start(["x", "y"], 5)  # returns while the model is still held
+    assert not pending.done()
+    inner.release.set()
+    assert pending.result().shape == (2, 384)
+
+
+def test_a_started_call_counts_its_deadline_from_the_start(stuck: tuple[_Stuck, DeadlineEmbedder]) -> None:
+    _, deadline = stuck
+    pending = deadline.start(["x"], 1.0)
+    time.sleep(1.1)  # the caller's own work outlasted the deadline
+    waited = time.perf_counter()
+    with pytest.raises(EmbeddingUnavailableError, match="longer than 1 s"):
+        pending.result()
+    assert time.perf_counter() - waited < 0.5  # no second deadline of waiting
 
 
 def test_deadline_load_failure_marks_unavailable() -> None:
