@@ -9,7 +9,9 @@ are many against them: tens of thousands of binary searches made 1M's slowest qu
 k-th of those scores beats anything the other terms alone could give (their weights times k1 + 1:
 MaxScore, Turtle & Flood 1995), no other document can enter the list. Otherwise (one term, or rare
 terms too common), it sums every posting. A document's sum always adds its terms in ascending term
-id, so both ways give the same floats.
+id, so both ways give the same floats. A common term's stats (indexers/term_stats.py) tighten
+its bound to what its postings can really add, and give candidates' frequencies straight from its
+column when it has one.
 """
 
 from __future__ import annotations
@@ -22,14 +24,26 @@ import numpy as np
 
 from engine.errors import InvalidInputError
 
+from indexers.term_stats import TermStats
+
 if TYPE_CHECKING:
     from indexers.bm25 import Bm25Index
 
-__all__ = ["TermPostings", "Bm25Match"]
+__all__ = ["PostingSlice", "TermPostings", "Bm25Match"]
 
 PRUNE_FROM = 65_536  # postings of all the query's terms: below it, summing them all is the cheaper way
 RARE_BUDGET = 1 / 8  # the rarer terms' postings read to find the top k: at most this share of the documents
 WALK_PER_ID = 16  # up to this many postings per id to score, a term's postings are walked, not searched
+CEILING_MARGIN = 1 + 1e-9  # a frontier's share is summed in another order than a score: allow the rounding
+
+
+@dataclass(frozen=True, slots=True)
+class PostingSlice:
+    """A term's postings in one segment, and its stats there if it is common enough to have them."""
+
+    docs: np.ndarray  # internal ids, ascending
+    tfs: np.ndarray
+    stats: TermStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +51,11 @@ class TermPostings:
     """A query term's weight (idf times its count in the query) and its postings, a slice per segment."""
 
     weight: float
-    docs: tuple[np.ndarray, ...]  # internal ids, ascending within each slice
-    tfs: tuple[np.ndarray, ...]
+    slices: tuple[PostingSlice, ...]
 
     @property
     def size(self) -> int:
-        return sum(len(d) for d in self.docs)
+        return sum(len(s.docs) for s in self.slices)
 
 
 def contributions(weight: float, tfs: np.ndarray, docs: np.ndarray, norm: np.ndarray, k1: float) -> np.ndarray:
@@ -105,10 +118,11 @@ class Bm25Match:
     def _pruned(self, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, scores) holding the whole top k, read from the rarest terms' documents only;
         None when no split of the terms shows it (then every posting is summed)."""
-        n, k1 = len(self.index), self.index.params.k1
+        n = len(self.index)
         if sum(t.size for t in self.terms) < PRUNE_FROM:
             return None
         ordered = sorted(self.terms, key=lambda t: t.size)
+        ceilings = [self._ceiling(t) for t in ordered]
         cand, scores, read = np.zeros(0, np.int64), np.zeros(0, np.float64), 0
         seen = np.zeros(n, bool) if mask is None else ~mask  # scored already, or not allowed
         for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
@@ -116,7 +130,7 @@ class Bm25Match:
             read += term.size
             if read > RARE_BUDGET * n:
                 return None
-            new = np.concatenate(term.docs)  # distinct: a document lives in one segment
+            new = np.concatenate([s.docs for s in term.slices])  # distinct: a document lives in one segment
             new = new[~seen[new]]
             seen[new] = True
             # a document's score is whole (every term's share), so the earlier ones stay as they are
@@ -124,37 +138,52 @@ class Bm25Match:
             if len(cand) < k:
                 continue
             kth = np.partition(scores, len(cand) - k)[len(cand) - k]
-            if kth > sum(max(t.weight, 0.0) for t in ordered[split:]) * (k1 + 1):  # strictly: no outsider ties
+            if kth > sum(ceilings[split:]):  # strictly: no outsider ties
                 return cand, scores
         return None
 
+    def _ceiling(self, term: TermPostings) -> float:
+        """The most `term` can add to a document's score: its weight times k1 + 1 (the tf factor's
+        limit), or, when each of its slices has stats, the share of their frontiers' best pair."""
+        weight, k1 = max(term.weight, 0.0), self.index.params.k1
+        stats = [part.stats for part in term.slices]
+        if not weight or any(s is None for s in stats):
+            return weight * (k1 + 1)
+        pairs = np.array([pair for s in stats for pair in s.frontier], np.int64)  # type: ignore[union-attr]
+        tf = pairs[:, 0].astype(np.float64)
+        share = float(np.max(tf * (k1 + 1) / (tf + self.index.norm_for(pairs[:, 1]))))
+        return min(weight * share * CEILING_MARGIN, weight * (k1 + 1))
+
     def _scores_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(exact score, shares a query term) of these distinct internal ids. Each term's share is
-        found by binary search per id, or, when the term has few postings for that many ids, by
-        walking its postings once (a search costs ~20x a posting's step)."""
+        read from its column, else found by binary search per id, or, when the term has few
+        postings for that many ids, by walking its postings once (a search costs ~20x a posting's step)."""
         out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
         norm, k1 = self.index.length_norm(), self.index.params.k1
         rows: _Rows | None = None
         keys = ids.astype(np.int32)  # the postings' type: searching with another would copy the postings
         for term in self.terms:  # ascending term id: the order the dense sum adds them in
-            for docs, tfs in zip(term.docs, term.tfs):
-                if len(docs) <= WALK_PER_ID * len(ids):
+            for part in term.slices:
+                if part.stats is not None and part.stats.column is not None:
+                    at, tfs = part.stats.column.frequencies(ids)
+                elif len(part.docs) <= WALK_PER_ID * len(ids):
                     rows = rows or _Rows(ids, len(self.index))
-                    at, found = rows.of(docs)
+                    at, found = rows.of(part.docs)
+                    tfs = part.tfs[found]
                 else:
-                    pos = np.minimum(np.searchsorted(docs, keys), len(docs) - 1)
-                    hit = docs[pos] == keys
-                    at, found = np.flatnonzero(hit), pos[hit]
-                out[at] += contributions(term.weight, tfs[found], ids[at], norm, k1)
+                    pos = np.minimum(np.searchsorted(part.docs, keys), len(part.docs) - 1)
+                    hit = part.docs[pos] == keys
+                    at, tfs = np.flatnonzero(hit), part.tfs[pos[hit]]
+                out[at] += contributions(term.weight, tfs, ids[at], norm, k1)
                 matched[at] = True
         return out, matched
 
     def _dense(self) -> tuple[np.ndarray, np.ndarray]:
         """(score of every document, which match any term): every posting, summed per document."""
         n, norm, k1 = len(self.index), self.index.length_norm(), self.index.params.k1
-        doc = np.concatenate([d for t in self.terms for d in t.docs])
-        contrib = np.concatenate([contributions(t.weight, f, d, norm, k1)
-                                  for t in self.terms for d, f in zip(t.docs, t.tfs)])
+        parts = [(t.weight, s) for t in self.terms for s in t.slices]
+        doc = np.concatenate([s.docs for _, s in parts])
+        contrib = np.concatenate([contributions(w, s.tfs, s.docs, norm, k1) for w, s in parts])
         matched = np.zeros(n, bool)
         matched[doc] = True
         return np.bincount(doc, weights=contrib, minlength=n), matched

@@ -3,9 +3,11 @@ are built from a batch and merged (the pure array work behind indexers/bm25.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from indexers.term_stats import TermStats, common_rows, term_stats
 
 __all__ = ["Segment", "EMPTY_SEGMENT", "run_starts", "merge_segments", "batch_segment"]
 
@@ -18,10 +20,27 @@ class Segment:
     ptr: np.ndarray  # int64, len(terms) + 1
     docs: np.ndarray  # int32 internal document ids
     tfs: np.ndarray  # int32 raw term frequencies
+    _stats: dict[int, TermStats] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
         return len(self.docs)
+
+    def stats(self, row: int, doc_len: np.ndarray) -> TermStats | None:
+        """The stats of the term at `row` (indexers/term_stats.py; `doc_len`: every document's
+        length), made on first use and kept: a segment never changes, nor its documents' lengths."""
+        found = self._stats.get(row)
+        if found is None:
+            start, end = self.ptr[row], self.ptr[row + 1]
+            found = term_stats(self.docs[start:end], self.tfs[start:end], doc_len)
+            if found is not None:  # a rare term's None is as quick to find again
+                self._stats[row] = found
+        return found
+
+    def warm(self, doc_len: np.ndarray) -> None:
+        """Make the stats of every term that has them now, not on a query's first use of the term."""
+        for row in common_rows(self.ptr).tolist():
+            self.stats(row, doc_len)
 
     def posting_terms(self) -> np.ndarray:
         return np.repeat(self.terms, np.diff(self.ptr))

@@ -219,7 +219,12 @@ def _assert_same_results(a: Bm25Index, b: Bm25Index, queries: Corpus, labels: np
         assert np.array_equal(a.scores_for(query, labels), b.scores_for(query, labels))
 
 
-def test_save_load_round_trip_and_add_after_load(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stats_from", [10**9, 20])  # no term's stats, or the common terms' made by the load
+def test_save_load_round_trip_and_add_after_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 stats_from: int) -> None:
+    monkeypatch.setattr("indexers.term_stats.STATS_FROM", stats_from)
+    monkeypatch.setattr("indexers.term_stats.COLUMN_FROM", stats_from)
+    monkeypatch.setattr("indexers.bm25_query.PRUNE_FROM", 0)
     rng = np.random.default_rng(9)
     corpus = random_corpus(rng, 250)
     params = Bm25Params(k1=1.2, b=0.7, epsilon=0.3)
@@ -229,6 +234,7 @@ def test_save_load_round_trip_and_add_after_load(tmp_path: Path) -> None:
     index.save(tmp_path / "new" / "bm25")
     loaded = Bm25Index.load(tmp_path / "new" / "bm25")
     assert loaded.params == params and len(loaded) == len(index)
+    assert bool(loaded._segments[0]._stats) == (stats_from == 20)  # noqa: SLF001
     _assert_same_results(index, loaded, queries, np.arange(260))
     extra = random_corpus(rng, 20)
     for idx in (index, loaded):
@@ -292,13 +298,17 @@ def test_load_checks_every_block_of_postings(tmp_path: Path, monkeypatch: pytest
 
 
 @pytest.mark.parametrize("walk_per_id", [0, 16, 10**9])  # every share by binary search, either way, by walking
+@pytest.mark.parametrize("stats_from", [10**9, 1])  # no term's stats, or every term's (columns for the common)
 def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch: pytest.MonkeyPatch,
-                                                                    walk_per_id: int) -> None:
+                                                                    walk_per_id: int, stats_from: int) -> None:
     """The top list taken from the rarest terms' documents (MaxScore) is the exhaustive one, to the
-    float and the tie, however the candidates' shares are found and however many segments hold
+    float and the tie, however the candidates' shares are found (postings or columns), whatever
+    bounds the unread terms (idf x (k1 + 1) or their frontiers) and however many segments hold
     the postings; scores_for by binary search equals the dense sum too."""
     monkeypatch.setattr("indexers.bm25_query.PRUNE_FROM", 0)  # this small index would sum everything
     monkeypatch.setattr("indexers.bm25_query.WALK_PER_ID", walk_per_id)
+    monkeypatch.setattr("indexers.term_stats.STATS_FROM", stats_from)
+    monkeypatch.setattr("indexers.term_stats.COLUMN_FROM", stats_from)
     rng = np.random.default_rng(5)
     common, rare = [f"c{i}" for i in range(4)], [f"r{i}" for i in range(400)]
     docs = [[w for w in common if rng.random() < 0.5] + list(rng.choice(rare, int(rng.integers(0, 4))))
@@ -323,6 +333,8 @@ def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch
         some = np.arange(0, 6000, 7)
         assert match.scores_for(some).tolist() == [scores[i] if i >= 0 else 0.0 for i in index.doc_ids(some)]
     assert pruned > 50  # the rare terms decided most of these top lists
+    columns = [s.column for seg in index._segments for s in seg._stats.values()]  # noqa: SLF001
+    assert (stats_from == 1) == any(c is not None for c in columns)  # the common terms' shares came from columns
 
 
 @pytest.mark.parametrize("walk_per_id", [0, 10**9])  # a few labels' shares by binary search, or by walking
