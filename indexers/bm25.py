@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, replace
 from functools import partial, reduce
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -41,16 +40,12 @@ from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.mapped import release
 from indexers.bm25_query import Bm25Match, PostingSlice, TermPostings
+from indexers.bm25_files import ARRAYS, FORMAT, MMAPPED, inconsistencies, replace_file, save_array
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 
 __all__ = ["Bm25Params", "Bm25Index", "Bm25Match"]
 
-_FORMAT = 1
 _MAX_SEGMENTS = 8
-# Saved arrays and their dtypes; the (large) posting arrays are memory-mapped on load.
-_ARRAYS = {"labels": np.int64, "doc_len": np.int64, "df": np.int64,
-           "terms": np.int32, "ptr": np.int64, "docs": np.int32, "tfs": np.int32}
-_MMAPPED = frozenset({"terms", "ptr", "docs", "tfs"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,12 +322,12 @@ class Bm25Index:
         arrays = {"labels": self._labels, "doc_len": self._doc_len, "df": self._df, "terms": seg.terms,
                   "ptr": seg.ptr, "docs": seg.docs, "tfs": seg.tfs}
         for name, arr in arrays.items():
-            _replace_file(directory / f"{name}.npy", partial(_save_array, arr))
+            replace_file(directory / f"{name}.npy", partial(save_array, arr))
             release(arr)  # a mapped segment was read whole: its pages need not stay in the process
-        _replace_file(directory / "vocab.json", lambda f: f.write(json.dumps(self._terms).encode()))
-        meta = {"format": _FORMAT, "k1": self.params.k1, "b": self.params.b, "epsilon": self.params.epsilon,
+        replace_file(directory / "vocab.json", lambda f: f.write(json.dumps(self._terms).encode()))
+        meta = {"format": FORMAT, "k1": self.params.k1, "b": self.params.b, "epsilon": self.params.epsilon,
                 "n_docs": len(self), "n_terms": len(self._terms), "n_postings": seg.size}
-        _replace_file(directory / "params.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
+        replace_file(directory / "params.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
 
     @classmethod
     def load(cls, directory: Path) -> Bm25Index:
@@ -340,13 +335,13 @@ class Bm25Index:
         directory = Path(directory)
         try:
             meta = json.loads((directory / "params.json").read_text("utf-8"))
-            if meta.get("format") != _FORMAT:
+            if meta.get("format") != FORMAT:
                 raise ValueError(f"unknown format {meta.get('format')!r}")
             index = cls(Bm25Params(float(meta["k1"]), float(meta["b"]), float(meta["epsilon"])))
             terms = json.loads((directory / "vocab.json").read_text("utf-8"))
             arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False,
-                                    mmap_mode="r" if name in _MMAPPED else None) for name in _ARRAYS}
-            problems = _inconsistencies(meta, terms, arrays)
+                                    mmap_mode="r" if name in MMAPPED else None) for name in ARRAYS}
+            problems = inconsistencies(meta, terms, arrays)
             if problems:
                 raise ValueError(f"inconsistent {', '.join(problems)}")
         except (OSError, ValueError, EOFError, KeyError, TypeError, IndexError, InvalidInputError) as exc:
@@ -358,7 +353,7 @@ class Bm25Index:
         seg = Segment(arrays["terms"], arrays["ptr"], arrays["docs"], arrays["tfs"])
         index._segments = [seg] if seg.size else []
         index._increasing = bool(np.all(np.diff(index._labels) > 0))
-        release(*(arrays[name] for name in _MMAPPED))  # the checks read every posting
+        release(*(arrays[name] for name in MMAPPED))  # the checks read every posting
         index._warm_stats()
         return index
 
@@ -382,55 +377,3 @@ class Bm25Index:
         self._df = self._df[live]
         self._segments = [replace(s, terms=new_id[s.terms].astype(np.int32)) for s in self._segments]
         self._cache.clear()
-
-
-def _inconsistencies(meta: dict[str, Any], terms: Any, a: dict[str, np.ndarray]) -> list[str]:
-    """Names of the checks that loaded files fail (empty: they describe one consistent index)."""
-    if any(a[name].dtype != dtype or a[name].ndim != 1 for name, dtype in _ARRAYS.items()):
-        return ["array types"]
-    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms) or len(set(terms)) != len(terms):
-        return ["vocabulary"]
-    n, ptr, seg_terms, docs = len(a["labels"]), a["ptr"], a["terms"], a["docs"]
-    if not (n == meta["n_docs"] == len(a["doc_len"]) and len(a["df"]) == len(terms) == meta["n_terms"]
-            and len(ptr) == len(seg_terms) + 1 and ptr[0] == 0 and ptr[-1] == len(docs) == len(a["tfs"])
-            and len(docs) == meta["n_postings"]):
-        return ["sizes"]
-    checks = {
-        "pointers": bool(np.all(np.diff(ptr) > 0)),
-        "terms": not len(seg_terms) or bool(np.all(np.diff(seg_terms) > 0) and seg_terms[0] >= 0
-                                            and seg_terms[-1] < len(terms)),
-        "postings": _postings_in_range(docs, a["tfs"], n),
-        "labels": len(np.unique(a["labels"])) == n,
-    }
-    if all(checks.values()):  # df must be exactly what the postings say: each term's run length (one run a term)
-        counted = np.zeros(len(terms), dtype=np.int64)
-        counted[seg_terms] = np.diff(ptr)
-        checks["df"] = np.array_equal(counted, a["df"])
-    return [name for name, ok in checks.items() if not ok]
-
-
-_CHECK_BLOCK = 1 << 23  # postings checked at a time (32 MB of each int32 array)
-
-
-def _postings_in_range(docs: np.ndarray, tfs: np.ndarray, n_docs: int) -> bool:
-    """Every posting names a document and counts it at least once. Read a block at a time, the
-    mapped pages dropped after each: at 1M messages a whole pass kept ~300 MB of pages at once."""
-    for start in range(0, len(docs), _CHECK_BLOCK):
-        block, counts = docs[start:start + _CHECK_BLOCK], tfs[start:start + _CHECK_BLOCK]
-        fine = bool(block.min() >= 0 and block.max() < n_docs and counts.min() > 0)
-        release(docs, tfs)
-        if not fine:
-            return False
-    return True
-
-
-def _save_array(arr: np.ndarray, f: BinaryIO) -> None:
-    np.save(f, arr, allow_pickle=False)
-
-
-def _replace_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write via a temporary sibling renamed over `path`: atomic per file, safe for live mmaps."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)

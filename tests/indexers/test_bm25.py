@@ -287,7 +287,7 @@ def test_load_detects_inconsistent_arrays(tmp_path: Path) -> None:
 def test_load_checks_every_block_of_postings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              array: str, at: int, value: int) -> None:
     """The postings are checked a block at a time (2 here): a bad one in any block is found."""
-    monkeypatch.setattr("indexers.bm25._CHECK_BLOCK", 2)
+    monkeypatch.setattr("indexers.bm25_files.CHECK_BLOCK", 2)
     directory = _saved(tmp_path)
     assert len(Bm25Index.load(directory)) == 3
     values = np.load(directory / f"{array}.npy")
