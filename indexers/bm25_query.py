@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.errors import InvalidInputError
-
 from indexers.term_stats import TermStats
 
 if TYPE_CHECKING:
@@ -146,10 +145,10 @@ class Bm25Match:
         """The most `term` can add to a document's score: its weight times k1 + 1 (the tf factor's
         limit), or, when each of its slices has stats, the share of their frontiers' best pair."""
         weight, k1 = max(term.weight, 0.0), self.index.params.k1
-        stats = [part.stats for part in term.slices]
-        if not weight or any(s is None for s in stats):
+        stats = [part.stats for part in term.slices if part.stats is not None]
+        if not weight or len(stats) < len(term.slices):
             return weight * (k1 + 1)
-        pairs = np.array([pair for s in stats for pair in s.frontier], np.int64)  # type: ignore[union-attr]
+        pairs = np.array([pair for s in stats for pair in s.frontier], np.int64)
         tf = pairs[:, 0].astype(np.float64)
         share = float(np.max(tf * (k1 + 1) / (tf + self.index.norm_for(pairs[:, 1]))))
         return min(weight * share * CEILING_MARGIN, weight * (k1 + 1))

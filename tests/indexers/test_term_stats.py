@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from indexers.term_stats import COLUMN_DENSITY, COLUMN_FROM, STATS_FROM, frontier, term_stats
+from indexers.term_stats import COLUMN_DENSITY, COLUMN_FROM, FRONTIER_EXACT, STATS_FROM, frontier, term_stats
 
 postings = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 300)), min_size=1, max_size=60)
 
@@ -19,7 +19,7 @@ def test_frontier_dominates_every_posting_with_pairs_that_exist(pairs: list[tupl
     tfs, lengths = (np.array(column) for column in zip(*pairs))
     found = frontier(tfs, lengths)
     assert all(any(f >= tf and n <= length for f, n in found) for tf, length in pairs)
-    assert all((f, n) in pairs for f, n in found if f < 8)
+    assert all((f, n) in pairs for f, n in found if f < FRONTIER_EXACT)
 
 
 def test_column_holds_each_documents_frequency_and_only_theirs() -> None:
