@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.config import default
 from engine.errors import InvalidInputError
@@ -38,6 +39,7 @@ __all__ = [
     "INDEX_CAP_CHARS",
     "ChunkParams",
     "Chunk",
+    "Window",
     "TokenCounter",
     "WordPieceCounter",
     "speaker_label",
@@ -88,6 +90,25 @@ class Chunk:
     def message_lines(self) -> tuple[str, ...]:
         """Each message's own line of the window, so a search can cite one without a store lookup."""
         return lines_of(self.text, self.line_ends)
+
+
+class Window(Protocol):
+    """What a search reads of a window: a `Chunk`, or a saved window read without the ids only a
+    reindex needs (indexers/chunk_map.SavedWindow)."""
+
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def from_seq(self) -> int: ...
+    @property
+    def to_seq(self) -> int: ...
+    @property
+    def message_ids(self) -> tuple[str, ...]: ...
+    @property
+    def message_seqs(self) -> tuple[int, ...]: ...
+    @property
+    def text(self) -> str: ...
+    def message_lines(self) -> tuple[str, ...]: ...
 
 
 def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:

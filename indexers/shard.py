@@ -181,7 +181,7 @@ class Shard:
         if found is None:
             if len(self._line_tokens) > 50_000:  # bound the memo; it refills from hot windows
                 self._line_tokens.clear()
-            lines = self.chunks[label].message_lines()
+            lines = self.chunks.window(label).message_lines()
             found = self._line_tokens[label] = tuple(frozenset(self.tokenizer.tokenize(t)) for t in lines)
         return found
 

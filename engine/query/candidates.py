@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from indexers.bm25_query import Bm25Match
-from indexers.chunking import Chunk
+from indexers.chunking import Window
 from indexers.shard import Shard
 
 __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side", "query_idf", "window_candidates",
@@ -38,7 +38,7 @@ class MessageCandidates:
     """One entry per message of the expanded windows, in order of its best window's score."""
 
     message_ids: tuple[str, ...]
-    chunks: tuple[Chunk, ...]  # the best-scoring window holding the message: its context
+    chunks: tuple[Window, ...]  # the best-scoring window holding the message: its context
     lines: tuple[int, ...]  # the message's line in that window
     windows: np.ndarray  # index into the window candidates of that window
     cosine: np.ndarray  # the message's own cosine with the query, NaN without a vector
@@ -106,7 +106,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
     wanted = sorted(set(tokens))  # a fixed order: the sum's float must not follow the process's hash seed
     seen: set[str] = set()
     ids: list[str] = []
-    chunks: list[Chunk] = []
+    chunks: list[Window] = []
     lines: list[int] = []
     windows: list[int] = []
     shared: list[float] = []
@@ -114,7 +114,7 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
     seqs: list[int] = []
     for index in order:
         label = int(labels[index])
-        chunk = shard.chunks[label]
+        chunk = shard.chunks.window(label)
         span = intervals.get(chunk.thread_id) if intervals is not None else None
         line_tokens = shard.line_tokens(label)
         for line, (message_id, seq) in enumerate(zip(chunk.message_ids, chunk.message_seqs)):

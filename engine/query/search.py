@@ -39,7 +39,7 @@ from engine.query.time_phrases import query_time
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder, PendingVectors
 from indexers.pipeline import IndexPipeline
-from indexers.chunking import Chunk
+from indexers.chunking import Window
 from indexers.message_table import MessageCard
 from indexers.shard import Shard
 
@@ -252,7 +252,7 @@ class Searcher:
         return weigh_asking(scores, share, weight=s.question_turn_weight)
 
     @staticmethod
-    def _hit(card: MessageCard, text: str, chunk: Chunk, parts: ScoreParts, is_covered: bool, q: _Query) -> SearchHit:
+    def _hit(card: MessageCard, text: str, chunk: Window, parts: ScoreParts, is_covered: bool, q: _Query) -> SearchHit:
         return SearchHit(
             kind="message", score=round(parts.final, 6), thread_id=card.thread_id, day_label=card.day_label,
             day_segment_id=day_segment_id(card.thread_id, card.day_label),

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, write_chunks
+from indexers.chunk_map import CHUNK_FILE, ChunkMap, SavedWindow, read_chunk_columns, write_chunks
 from indexers.label_set import LabelSet
 from indexers.chunking import Chunk
 
@@ -36,6 +36,29 @@ def test_saved_windows_read_back_equal(tmp_path: Path) -> None:
     assert 10 not in loaded and "3" not in loaded
     with pytest.raises(KeyError):
         loaded[10]
+
+
+def _as_read(window: object) -> tuple:
+    fields = ("thread_id", "from_seq", "to_seq", "message_ids", "message_seqs", "text", "line_ends")
+    return tuple(getattr(window, name) for name in fields) + (window.message_lines(),)  # type: ignore[attr-defined]
+
+
+def test_a_search_reads_what_the_window_holds_and_never_a_stale_one(tmp_path: Path) -> None:
+    """`window` gives a saved window's place, messages and text (its thread from the codes held in
+    memory) and a fresh one as it is; a deleted or replaced label is never served from the memo."""
+    chunks, loaded = _saved(tmp_path)
+    for label, chunk in chunks.items():
+        saved = loaded.window(label)
+        assert isinstance(saved, SavedWindow) and _as_read(saved) == _as_read(chunk)
+        assert loaded.window(label) is saved  # kept for the next search
+    del loaded[4]
+    loaded[5] = _chunk(50, "t3")
+    loaded[13] = _chunk(13, "t2")
+    with pytest.raises(KeyError):
+        loaded.window(4)
+    assert loaded.window(5) == _chunk(50, "t3") and loaded.window(13) == _chunk(13, "t2")
+    with pytest.raises(KeyError):
+        loaded.window(99)
 
 
 def test_changes_after_load_and_spans(tmp_path: Path) -> None:
