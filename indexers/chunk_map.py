@@ -154,8 +154,13 @@ class ChunkMap(MutableMapping[int, Chunk]):
         return found
 
     def _read(self, row: int) -> Chunk:
+        reader, at = self._reader_of(row)
+        return reader.chunk(at)
+
+    def _reader_of(self, row: int) -> tuple[_BatchReader, int]:
+        """The reader of the batch holding a saved row, and the row's place in it."""
         batch_no = int(np.searchsorted(self._starts, row, side="right")) - 1
-        return self._readers[batch_no].chunk(row - int(self._starts[batch_no]))
+        return self._readers[batch_no], row - int(self._starts[batch_no])
 
     def window(self, label: int) -> Window:
         """The window as a search reads it: a saved one as a `SavedWindow` (KeyError if absent)."""
@@ -167,9 +172,8 @@ class ChunkMap(MutableMapping[int, Chunk]):
             raise KeyError(label)
         if len(self._window_memo) >= _MEMO:
             self._window_memo.clear()
-        batch_no = int(np.searchsorted(self._starts, row, side="right")) - 1
-        thread_id = self._thread_names[int(self._thread_codes[row])]
-        saved = self._window_memo[int(label)] = self._readers[batch_no].window(row - int(self._starts[batch_no]), thread_id)
+        reader, at = self._reader_of(row)
+        saved = self._window_memo[int(label)] = reader.window(at, self._thread_names[int(self._thread_codes[row])])
         return saved
 
     def __contains__(self, label: object) -> bool:
