@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,7 @@ _BATCH = 65_536  # rows per record batch: string offsets stay 32-bit at any size
 _MEMO = 4096  # saved windows kept as objects once read (the hot ones of recent searches)
 
 Spans = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # labels, thread codes, from_seq, to_seq
+_Read = TypeVar("_Read", Chunk, "SavedWindow")  # what a saved row is read as
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,38 +144,36 @@ class ChunkMap(MutableMapping[int, Chunk]):
         if found is not None:
             return found
         found = self._memo.get(label)
-        if found is not None:
-            return found
+        return found if found is not None else self._from_file(label, self._memo, self._read)
+
+    def window(self, label: int) -> Window:
+        """The window as a search reads it: a saved one as a `SavedWindow` (KeyError if absent)."""
+        found: Window | None = self._fresh.get(label) or self._memo.get(label) or self._window_memo.get(label)
+        return found if found is not None else self._from_file(label, self._window_memo, self._read_window)
+
+    def _from_file(self, label: int, memo: dict[int, _Read], read: Callable[[int], _Read]) -> _Read:
+        """A saved window read from the file (KeyError if there is none live) and kept in `memo`,
+        which forgets everything when full."""
         row = self._row(label) if isinstance(label, (int, np.integer)) else -1
         if row < 0:
             raise KeyError(label)
-        if len(self._memo) >= _MEMO:
-            self._memo.clear()
-        found = self._memo[int(label)] = self._read(row)
+        if len(memo) >= _MEMO:
+            memo.clear()
+        found = memo[int(label)] = read(row)
         return found
 
     def _read(self, row: int) -> Chunk:
         reader, at = self._reader_of(row)
         return reader.chunk(at)
 
+    def _read_window(self, row: int) -> SavedWindow:
+        reader, at = self._reader_of(row)
+        return reader.window(at, self._thread_names[int(self._thread_codes[row])])
+
     def _reader_of(self, row: int) -> tuple[_BatchReader, int]:
         """The reader of the batch holding a saved row, and the row's place in it."""
         batch_no = int(np.searchsorted(self._starts, row, side="right")) - 1
         return self._readers[batch_no], row - int(self._starts[batch_no])
-
-    def window(self, label: int) -> Window:
-        """The window as a search reads it: a saved one as a `SavedWindow` (KeyError if absent)."""
-        found: Window | None = self._fresh.get(label) or self._memo.get(label) or self._window_memo.get(label)
-        if found is not None:
-            return found
-        row = self._row(label) if isinstance(label, (int, np.integer)) else -1
-        if row < 0:
-            raise KeyError(label)
-        if len(self._window_memo) >= _MEMO:
-            self._window_memo.clear()
-        reader, at = self._reader_of(row)
-        saved = self._window_memo[int(label)] = reader.window(at, self._thread_names[int(self._thread_codes[row])])
-        return saved
 
     def __contains__(self, label: object) -> bool:
         if label in self._fresh:
