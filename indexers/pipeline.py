@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -114,7 +114,7 @@ class IndexPipeline:
     def __init__(self, store: Store, root: Path, params: PipelineParams, embedder: Embedder | None) -> None:
         self.store = store
         self.root = Path(root)
-        self.params = params
+        self.params = _sized_for(params, embedder)
         self.embedder = embedder
         self.tokenizer = LexicalTokenizer(params.tokenizer)
         self.counter = WordPieceCounter()
@@ -379,6 +379,14 @@ class IndexPipeline:
         """Messages lexically searchable but not yet in the vector index."""
         shard = self.shard(user_id)
         return 0 if self.embedder is None else shard.pending_messages()
+
+
+def _sized_for(params: PipelineParams, embedder: Embedder | None) -> PipelineParams:
+    """The vector index is as wide as the model's vectors: an embedder of another width (a larger
+    model) needs no HNSW setting of its own, and every shard built with these params agrees."""
+    if embedder is None or params.hnsw.dim == embedder.dim:
+        return params
+    return replace(params, hnsw=replace(params.hnsw, dim=embedder.dim))
 
 
 def put_message_vectors(shard: Shard, own: dict[str, int], window_vectors: np.ndarray, line_ids: Sequence[str],
