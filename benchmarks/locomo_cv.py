@@ -28,7 +28,7 @@ from engine.evaluation.locomo import ADVERSARIAL, Corpus, hit_coverage, open_cor
 from engine.evaluation.metrics import mean, percentile
 from engine.evaluation.overrides import RankingOverrides
 
-__all__ = ["METRICS", "GRID", "main"]
+__all__ = ["METRICS", "GRID", "MODES", "main", "run_questions", "pooled", "parse_modes", "folds", "format_report"]
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = (("turn", "recall_any@10"), ("turn", "ndcg@10"), ("session", "recall_any@5"), ("turn", "mrr"))
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.perf_counter()
     modes = tuple(args.modes.split(","))
     with open_corpus(args.data, progress=say, summaries=args.summaries) as corpus:
-        runs = [_run(corpus, overrides, say, modes) for overrides in configs]
+        runs = [run_questions(corpus, overrides, say, modes) for overrides in configs]
     document = {"data": str(args.data), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "wall_seconds": round(time.perf_counter() - began), "runs": runs, "folds": folds(runs)}
     if args.alone:
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                         "the report adds each setting's own leave-one-out choice against the defaults")
     p.add_argument("--summaries", choices=("dataset", "engine", "none"), default="none",
                    help="where summaries come from (engine: the live replay); only the modes other than bare use them")
-    p.add_argument("--modes", type=_modes, default="bare",
+    p.add_argument("--modes", type=parse_modes, default="bare",
                    help="comma separated, of: bare (messages only, no summary context), messages (messages only, "
                         "summary context), default (summary hits and context)")
     return p
@@ -88,7 +88,7 @@ def alone(grid: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
     return [{}] + [{name: v} for name, values in grid.items() for v in values if v != getattr(defaults, name)]
 
 
-def _modes(text: str) -> str:
+def parse_modes(text: str) -> str:
     if not text or any(m not in MODES for m in text.split(",")):
         raise argparse.ArgumentTypeError(f"modes are a comma separated subset of {', '.join(MODES)}, got {text!r}")
     return text
@@ -108,7 +108,7 @@ def _grid_axis(text: str) -> tuple[str, tuple[float, ...]]:
 MODES = {"bare": (("message",), False), "messages": (("message",), True), "default": (("summary", "message"), True)}
 
 
-def _run(corpus: Corpus, overrides: Mapping[str, float], say, modes: Sequence[str] = ("bare",)) -> dict[str, Any]:
+def run_questions(corpus: Corpus, overrides: Mapping[str, float], say, modes: Sequence[str] = ("bare",)) -> dict[str, Any]:
     """Every question under these settings, in each mode: per-conversation means of METRICS (named
     "mode/level.metric" when there are several modes), and the latency."""
     per: dict[str, list[list[float]]] = {}
@@ -164,14 +164,14 @@ def format_report(document: Mapping[str, Any]) -> str:
     n = [fold["figures"]["questions"] for fold in document["folds"]]
     for name in names:
         values = [fold["figures"][name] for fold in document["folds"]]
-        pooled = sum(v * k for v, k in zip(values, n)) / sum(n)
-        lines.append(f"LOO {name}: pooled {pooled:.3f}, spread {min(values):.3f}..{max(values):.3f}")
+        held_out = sum(v * k for v, k in zip(values, n)) / sum(n)
+        lines.append(f"LOO {name}: pooled {held_out:.3f}, spread {min(values):.3f}..{max(values):.3f}")
     for name, lever in document.get("lever_folds", {}).items():
         lines.append(f"{name} alone: " + _held_out(lever, names)
                      + " | chose " + ", ".join(str(f["chose"].get(name, "default")) for f in lever))
     for run in document["runs"]:
         tag = "baseline " if run["overrides"] == BASELINE else ""
-        lines.append(f"{tag}{run['overrides']}: " + _pooled(run, names) + f", p50 {run['p50_ms']} ms")
+        lines.append(f"{tag}{run['overrides']}: " + pooled(run, names) + f", p50 {run['p50_ms']} ms")
     return "\n".join(lines)
 
 
@@ -180,7 +180,7 @@ def _held_out(lever: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str:
     return ", ".join(f"{name} {sum(f['figures'][name] * k for f, k in zip(lever, n)) / sum(n):.3f}" for name in names)
 
 
-def _pooled(run: Mapping[str, Any], names: Sequence[str]) -> str:
+def pooled(run: Mapping[str, Any], names: Sequence[str]) -> str:
     convs = run["conversations"].values()
     total = sum(c["questions"] for c in convs)
     return ", ".join(f"{n} {sum(c[n] * c['questions'] for c in convs) / total:.3f}" for n in names)

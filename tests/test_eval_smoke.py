@@ -116,11 +116,11 @@ def test_leave_one_out_chooses_on_the_other_conversations_only() -> None:
 
 
 def test_cv_run_scores_each_conversation_and_restores_the_settings(tiny_locomo: Path) -> None:
-    from benchmarks.locomo_cv import _run
+    from benchmarks.locomo_cv import run_questions
 
     with open_corpus(tiny_locomo, embedder=None) as corpus:
         before = corpus.engine.searcher.settings
-        result = _run(corpus, {"reply_lift": 0.0, "other_speaker_weight": 1.0}, lambda _: None)
+        result = run_questions(corpus, {"reply_lift": 0.0, "other_speaker_weight": 1.0}, lambda _: None)
         assert corpus.engine.searcher.settings is before
     figures = result["conversations"]["conv-t1"]
     assert figures["questions"] == 4  # categories 1-4 with evidence; the adversarial one is left out
@@ -147,10 +147,10 @@ def test_cv_alone_varies_one_setting_at_a_time_against_the_defaults() -> None:
 
 
 def test_cv_modes_are_scored_apart_and_all_count_in_the_choice(tiny_locomo: Path) -> None:
-    from benchmarks.locomo_cv import _objective, _run
+    from benchmarks.locomo_cv import _objective, run_questions
 
     with open_corpus(tiny_locomo, embedder=None) as corpus:
-        result = _run(corpus, {"summary_lead_margin": 1.0}, lambda _: None, ("messages", "default"))
+        result = run_questions(corpus, {"summary_lead_margin": 1.0}, lambda _: None, ("messages", "default"))
     figures = result["conversations"]["conv-t1"]
     assert {k.split("/")[0] for k in figures if k != "questions"} == {"messages", "default"}
     one_mode = {"overrides": {}, "conversations": {"c": {"questions": 1, "messages/turn.recall_any@10": 1.0,
@@ -158,3 +158,33 @@ def test_cv_modes_are_scored_apart_and_all_count_in_the_choice(tiny_locomo: Path
                                                           "default/turn.recall_any@10": 0.0, "default/turn.ndcg@10": 0.0,
                                                           "default/session.recall_any@5": 0.0, "messages/turn.mrr": 1.0}}}
     assert _objective(one_mode, ["c"]) == 0.5  # the mean over both modes; MRR is reported, never chosen on
+
+
+def test_cv_report_gives_each_fold_and_each_run_pooled() -> None:
+    from benchmarks.locomo_cv import folds, format_report
+
+    def conv(n: int, value: float) -> dict:
+        return {"questions": n, "turn.recall_any@10": value, "turn.ndcg@10": value, "session.recall_any@5": value,
+                "turn.mrr": value}
+
+    runs = [{"overrides": {"rule": 1.0}, "p50_ms": 1.0, "conversations": {"c1": conv(10, 0.8), "c2": conv(30, 0.4)}},
+            {"overrides": {"rule": 2.0}, "p50_ms": 2.0, "conversations": {"c1": conv(10, 0.2), "c2": conv(30, 0.6)}}]
+    report = format_report({"runs": runs, "folds": folds(runs)}).splitlines()
+    # c1 is held out under rule 2 (best on c2), c2 under rule 1: pooled (10 * 0.2 + 30 * 0.4) / 40
+    assert "LOO turn.recall_any@10: pooled 0.350, spread 0.200..0.400" in report
+    pooled_run = "turn.recall_any@10 0.500, turn.ndcg@10 0.500, session.recall_any@5 0.500, turn.mrr 0.500"
+    assert f"{{'rule': 1.0}}: {pooled_run}, p50 1.0 ms" in report
+
+
+@pytest.mark.model
+def test_model_benchmark_runs_a_sentence_transformers_folder(tiny_locomo: Path, tmp_path: Path, capsys) -> None:
+    from benchmarks.locomo_model import main
+    from indexers.model_files import minilm_dir
+
+    out = tmp_path / "model.json"
+    assert main(["--data", str(tiny_locomo), "--model-dir", str(minilm_dir()), "--threads", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["model"] == minilm_dir().name and report["embedded_per_s"] > 0
+    figures = report["conversations"]["conv-t1"]
+    assert figures["questions"] == 4 and figures["turn.recall_any@10"] > 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("pooled: turn.recall_any@10 ")
