@@ -382,8 +382,7 @@ class IndexPipeline:
 
 
 def _sized_for(params: PipelineParams, embedder: Embedder | None) -> PipelineParams:
-    """The vector index is as wide as the model's vectors: an embedder of another width (a larger
-    model) needs no HNSW setting of its own, and every shard built with these params agrees."""
+    """The vector index as wide as the model's vectors: a larger model needs no HNSW setting of its own."""
     if embedder is None or params.hnsw.dim == embedder.dim:
         return params
     return replace(params, hnsw=replace(params.hnsw, dim=embedder.dim))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -43,7 +43,7 @@ from indexers.chunking import Window
 from indexers.message_table import MessageCard
 from indexers.shard import Shard
 
-__all__ = ["Searcher"]
+__all__ = ["Searcher", "replied_to"]
 
 _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
@@ -211,9 +211,7 @@ class Searcher:
         that ask weighed when the query asks, then a named participant's turns favoured (a reply weighs as its
         own speaker's turn: lifted the other way round, every reply to the named participant outranked the
         rest, which LOO rejected), then the turns of a date the query names."""
-        at = {(c.thread_id, c.seq): i for i, c in enumerate(cards) if c is not None}
-        previous = np.array([at.get((c.thread_id, c.seq - 1), -1) if c is not None else -1 for c in cards],
-                            dtype=np.int64)
+        previous = replied_to(cards, timedelta(minutes=self.settings.idle_timeout_minutes))
         scores = self._question_rules(scores, previous, lines, asks(text))
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
@@ -301,6 +299,19 @@ class Searcher:
             return []
         return summaries.hits(lead_bar(messages[0].score if messages else None, margin), limit,
                               q.text.split() + q.tokens, shard)
+
+
+def replied_to(cards: Sequence[MessageCard | None], idle: timedelta) -> np.ndarray:
+    """Each candidate's index of the candidate it replies to, -1 for none: the turn right before it in
+    its thread, unless the idle gap that ends a conversation lies between them (a turn the next day is
+    no reply: lifted by the evening's match, "Good night." outranked it once a summary covered the match)."""
+    at = {(c.thread_id, c.seq): (i, c) for i, c in enumerate(cards) if c is not None}
+    previous = np.full(len(cards), -1, dtype=np.int64)
+    for i, card in enumerate(cards):
+        before = at.get((card.thread_id, card.seq - 1)) if card is not None else None
+        if card is not None and before is not None and card.created_at - before[1].created_at <= idle:
+            previous[i] = before[0]
+    return previous
 
 
 def _own_cosines(messages: MessageCandidates, window_cosine: np.ndarray | None) -> np.ndarray:
