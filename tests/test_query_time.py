@@ -55,11 +55,11 @@ def test_a_named_month_brings_its_turn_first(tmp_path):
     plain = Settings(summarizer="none")  # no summary covers (and demotes) the first day
     with ConversationEngine(tmp_path, embedder=HashEmbedder(), clock=lambda: now, settings=plain) as engine:
         engine.add_user("dora")
-        # May's line shares more of the query's words; the query names June
+        # May's line is the closer match (the query's words, fewer others); the query names June
         engine.ingest("dora", [
             {"role": "user", "speaker": "Bob", "content": "Our camping trip at the lake!",
              "message_id": "may", "created_at": "2023-05-20T09:00"},
-            {"role": "user", "speaker": "Bob", "content": "Camping at the lake again, lovely weekend.",
+            {"role": "user", "speaker": "Bob", "content": "Camping trip at the lake again, lovely weekend.",
              "message_id": "june", "created_at": "2023-06-20T09:00"}])
         ids = [h.message_id for h in engine.search("dora", "camping trip in June 2023", kinds=("message",)).results]
         assert ids[0] == "june"
