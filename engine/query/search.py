@@ -303,8 +303,8 @@ class Searcher:
 
 def replied_to(cards: Sequence[MessageCard | None], idle: timedelta) -> np.ndarray:
     """Each candidate's index of the candidate it replies to, -1 for none: the turn right before it in
-    its thread, unless the idle gap that ends a conversation lies between them (a turn the next day is
-    no reply: lifted by the evening's match, "Good night." outranked it once a summary covered the match)."""
+    its thread, unless the idle gap that ends a conversation lies between them: a late "Good night." is no
+    reply, and lifted by the match before it, it outranked that match once a summary covered the match."""
     at = {(c.thread_id, c.seq): (i, c) for i, c in enumerate(cards) if c is not None}
     previous = np.full(len(cards), -1, dtype=np.int64)
     for i, card in enumerate(cards):
