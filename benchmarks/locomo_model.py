@@ -9,6 +9,8 @@ query copy included). Every ranking rule keeps its default, so what changes is t
 Prints each conversation's figures (as benchmarks/locomo_cv.py counts them), the pooled ones, the
 index time and texts embedded a second, and the search p50 (the query's embedding included).
 The windows are still cut to MiniLM's 256 word pieces, so a model with a longer limit reads them whole.
+all-mpnet-base-v2 is also the engine's own option (`make model-mpnet`, then CONVSEARCH_EMBEDDING_BACKEND=torch
+CONVSEARCH_EMBEDDING_MODEL=all-mpnet-base-v2 for any command); its joined folder is in ~/.cache/convsearch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.locomo_cv import MODES, parse_modes, pooled, run_questions  # noqa: E402
 from engine.evaluation.locomo import open_corpus  # noqa: E402
+from indexers.embedders import SentenceTransformerEmbedder  # noqa: E402
 
 __all__ = ["FolderModel", "main"]
 
@@ -34,23 +37,17 @@ class FolderModel:
     """A sentence-transformers folder as an `Embedder`, counting the time it spends embedding."""
 
     def __init__(self, folder: Path, *, threads: int) -> None:
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        torch.set_num_threads(threads)
-        self._model = SentenceTransformer(str(folder), device="cpu")
-        self.name = folder.name
-        self.dim = int(self._model.get_sentence_embedding_dimension())
-        self.max_tokens = int(self._model.max_seq_length)
+        self._model = SentenceTransformerEmbedder(folder=folder, name=folder.name, num_threads=threads)
+        self._model.load()
+        self.name, self.dim, self.max_tokens = folder.name, self._model.dim, self._model.max_tokens
         self.seconds, self.texts = 0.0, 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         began = time.perf_counter()
-        rows = self._model.encode(list(texts), batch_size=32, convert_to_numpy=True, normalize_embeddings=True,
-                                  show_progress_bar=False)
+        rows = self._model.embed(texts)
         self.seconds += time.perf_counter() - began
         self.texts += len(texts)
-        return np.ascontiguousarray(rows, dtype=np.float32)
+        return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         description="'onnx' (all-MiniLM-L6-v2 int8: cosine 0.999 to torch, loads in ~1 s), 'torch' "
         "(sentence-transformers) or 'none' (lexical only). Indexes must be rebuilt when it changes.",
     )
+    embedding_model: Literal["all-MiniLM-L6-v2", "all-mpnet-base-v2"] = Field(
+        "all-MiniLM-L6-v2",
+        description="'all-MiniLM-L6-v2' (shipped) or 'all-mpnet-base-v2' (torch backend; install it with `make "
+        "model-mpnet`): more recall on LoCoMo dev, a query ~4-5x slower and indexing ~6x (docs/benchmarks.md). "
+        "Indexes must be rebuilt when it changes.",
+    )
     embedding_timeout_s: float = Field(
         5.0, gt=0, description="A query embedding slower than this falls back to lexical search."
     )
@@ -83,7 +89,8 @@ class Settings(BaseSettings):
         "(docs/benchmarks.md). 'same' uses the documents' model.",
     )
     model_cache_dir: Path | None = Field(
-        None, description="Where the int8 query model is kept (default: $XDG_CACHE_HOME/convsearch, ~/.cache/convsearch)."
+        None, description="Where the int8 query model and joined split models are kept (default: "
+        "$XDG_CACHE_HOME/convsearch, ~/.cache/convsearch)."
     )
     blas_threads: int = Field(
         1, ge=0, description="Threads NumPy's BLAS may use in the engine's process (0: as the host set it). "
@@ -213,6 +220,13 @@ class Settings(BaseSettings):
                 f"conversation_max_context_tokens ({self.conversation_max_context_tokens}) leaves fewer than 100 "
                 f"tokens after conversation_reserved_tokens ({self.conversation_reserved_tokens}): raise the first "
                 "or lower the second")
+        return self
+
+    @model_validator(mode="after")
+    def _model_on_its_backend(self) -> Settings:
+        if self.embedding_model != "all-MiniLM-L6-v2" and self.embedding_backend == "onnx":
+            raise ValueError(f"embedding_model {self.embedding_model} runs on the torch backend only: set "
+                             "embedding_backend to 'torch' (CONVSEARCH_EMBEDDING_BACKEND=torch)")
         return self
 
     @model_validator(mode="after")

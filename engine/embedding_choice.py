@@ -17,7 +17,8 @@ log = logging.getLogger("convsearch")
 def documents_embedder(settings: Settings) -> Embedder | None:
     """The configured backend, loaded now; None (lexical search, logged) when it cannot load."""
     try:
-        return load_embedder(settings.embedding_backend, batch_size=settings.embed_batch_size)
+        return load_embedder(settings.embedding_backend, batch_size=settings.embed_batch_size,
+                             model=settings.embedding_model, cache_dir=settings.model_cache_dir)
     except EmbeddingUnavailableError as exc:
         log.warning("embedding.unavailable reason=%r fallback=lexical", exc.message)
         return None

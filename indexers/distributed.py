@@ -40,6 +40,7 @@ class RayOptions:
     address: str | None = None  # None: start a local Ray instance for this job
     embed_actors: int | None = None  # None: one per CPU of the cluster but one (left for the tasks)
     backend: Literal["torch", "onnx", "none"] = "onnx"  # the embedding backend each actor loads
+    model: str = "all-MiniLM-L6-v2"  # and the model (a split model is joined in each node's own cache)
     batch_texts: int = 256  # texts per actor call: cached as soon as it returns
     retries: int = 2  # Ray's own retries of a task or an actor call whose worker died
     users_in_flight: int = 8
@@ -137,11 +138,11 @@ def _at_target(live: Any, spec: BuildSpec, job: UserJob) -> bool:
 class _EmbedActor:
     """Loads the model once; embeds batches of texts for as long as the job runs."""
 
-    def __init__(self, backend: Literal["torch", "onnx", "none"], batch_size: int) -> None:
+    def __init__(self, backend: Literal["torch", "onnx", "none"], model: str, batch_size: int) -> None:
         from indexers.embedders import load_embedder
 
         # one intra-op thread: Ray gives the actor one CPU, a second thread would only spin-wait
-        embedder = load_embedder(backend, batch_size=batch_size, num_threads=1)
+        embedder = load_embedder(backend, batch_size=batch_size, num_threads=1, model=model)
         if embedder is None:
             raise InvalidInputError("the Ray executor re-embeds: configure an embedding backend (onnx or torch)")
         self.embedder = embedder
@@ -162,11 +163,11 @@ def _start_actors(ray: Any, options: RayOptions, spec: BuildSpec) -> list[Any]:
             f"chunking tasks need one, so use 1 to {max(1, cpus - 1)}"
         )
     remote = ray.remote(num_cpus=1, max_restarts=options.retries, max_task_retries=options.retries)(_EmbedActor)
-    actors = [remote.remote(options.backend, 32) for _ in range(count)]
+    actors = [remote.remote(options.backend, options.model, 32) for _ in range(count)]
     models = set(ray.get([a.model.remote() for a in actors]))
     if models != {spec.model}:
         raise InvalidInputError(f"the actors loaded {sorted(models)} but the index is built with {spec.model!r}: "
-                                "set CONVSEARCH_EMBEDDING_BACKEND to the same backend")
+                                "set CONVSEARCH_EMBEDDING_BACKEND and CONVSEARCH_EMBEDDING_MODEL as the engine's")
     return actors
 
 

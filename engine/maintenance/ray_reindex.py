@@ -26,7 +26,8 @@ def rebuild_on_ray(engine: ConversationEngine, users: list[str], *, address: str
         raise InvalidInputError("the Ray executor re-embeds: configure an embedding backend, or use `--executor local`")
     storage = ShardStorage(shards if shards is not None else pipeline.root)
     here = storage.local == pipeline.root.absolute()
-    options = RayOptions(address=address, embed_actors=embed_actors, backend=engine.settings.embedding_backend)
+    options = RayOptions(address=address, embed_actors=embed_actors, backend=engine.settings.embedding_backend,
+                         model=engine.settings.embedding_model)
     with engine.write_lock:
         try:
             report = reindex_on_ray(engine.store, pipeline.cache, pipeline.params, pipeline.spec(), users, storage,
