@@ -31,7 +31,7 @@ _MICROSECOND = timedelta(microseconds=1)
 Columns = dict[str, np.ndarray]  # a batch of messages by `_LAYOUT` name; names are vocabulary codes
 _ROLE_CODE = {role: code for code, role in enumerate(ROLES)}
 # (column, dtype, fill of an empty seq); roles last, since a role marks a seq present
-_LAYOUT = (("ids", object, None), ("micros", np.int64, 0), ("days", np.int32, 0),
+_LAYOUT = (("ids", object, None), ("micros", np.int64, 0), ("days", np.int32, 0), ("conversations", np.int32, _ABSENT),
            ("speakers", np.int32, _ABSENT), ("labels", np.int32, _ABSENT), ("roles", np.int8, _ABSENT))
 
 
@@ -47,6 +47,7 @@ class MessageCard:
     speaker: str | None
     day_label: date
     label: str  # what its window line starts with ("Alice", "Tool: grep"), to strip it from a snippet
+    conversation: int  # equal for the messages of one conversation of the shard (a code, not the id)
 
 
 class _Columns:
@@ -55,6 +56,7 @@ class _Columns:
     ids: np.ndarray  # object: message ids, None where absent
     micros: np.ndarray  # int64: created_at, microseconds since the UTC epoch
     days: np.ndarray  # int32: day_label as a proleptic ordinal
+    conversations: np.ndarray  # int32: conversation code
     speakers: np.ndarray  # int32: vocabulary code, -1 for None
     labels: np.ndarray  # int32: vocabulary code
     roles: np.ndarray  # int8: index into ROLES, -1 where absent
@@ -85,6 +87,7 @@ class MessageTable:
         self._threads: dict[str, _Columns] = {}
         self._names: list[str] = []  # speakers and labels: a small vocabulary shared by all threads
         self._codes: dict[str, int] = {}
+        self._conversations: dict[str, int] = {}  # conversation id -> code (the ids themselves are never shown)
 
     def __len__(self) -> int:
         return sum(int(np.count_nonzero(c.roles != _ABSENT)) for c in self._threads.values())
@@ -96,7 +99,9 @@ class MessageTable:
             "thread_id": pa.array([m.thread_id for m in ms], pa.string()), "seq": pa.array([m.seq for m in ms], pa.int64()),
             "message_id": pa.array([m.message_id for m in ms], pa.string()),
             "created_at": pa.array([m.created_at for m in ms], pa.timestamp("us", tz="UTC")),
-            "day_label": pa.array([m.day_label for m in ms], pa.date32()), "role": pa.array([m.role for m in ms], pa.string()),
+            "day_label": pa.array([m.day_label for m in ms], pa.date32()),
+            "conversation_id": pa.array([m.conversation_id for m in ms], pa.string()),
+            "role": pa.array([m.role for m in ms], pa.string()),
             "speaker": pa.array([m.speaker for m in ms], pa.string()),
             "tools_used": pa.array([list(m.tools_used) for m in ms], pa.list_(pa.string())),
         }))
@@ -116,6 +121,8 @@ class MessageTable:
         labels = np.array([self._code(s) if s else _ABSENT for s in speaker_names] + [_ABSENT], dtype=np.int32)[speaker_codes]
         unnamed = labels == _ABSENT
         labels[unnamed] = np.array([self._code(label_for(None, r, ())) for r in ROLES], dtype=np.int32)[roles[unnamed]]
+        conversation_codes, conversation_ids = _encoded(column("conversation_id"))
+        conversations = np.array([self._conversation_code(c) for c in conversation_ids], dtype=np.int32)
         tool_rows = np.flatnonzero(unnamed & (roles == _ROLE_CODE["tool"]))
         tools = column("tools_used").take(pa.array(tool_rows, type=pa.int64())).to_pylist()
         labels[tool_rows] = [self._code(label_for(None, "tool", t)) for t in tools]
@@ -124,7 +131,7 @@ class MessageTable:
             # naive UTC (the store) or aware: either way the value is microseconds since the UTC epoch
             "micros": column("created_at").cast(pa.timestamp("us")).cast(pa.int64()).to_numpy(),
             "days": column("day_label").cast(pa.int32()).to_numpy() + _EPOCH_ORDINAL,
-            "speakers": speakers, "labels": labels, "roles": roles})
+            "conversations": conversations[conversation_codes], "speakers": speakers, "labels": labels, "roles": roles})
 
     def _scatter(self, thread_names: Sequence[str], thread: np.ndarray, seq: np.ndarray, values: Columns) -> None:
         """Write row i at (thread_names[thread[i]], seq[i]), one thread at a time."""
@@ -161,6 +168,7 @@ class MessageTable:
             created_at=_EPOCH + int(columns.micros[seq]) * _MICROSECOND, role=ROLES[role],
             speaker=None if speaker == _ABSENT else self._names[speaker],
             day_label=date.fromordinal(int(columns.days[seq])), label=self._names[int(columns.labels[seq])],
+            conversation=int(columns.conversations[seq]),
         )
 
     def _code(self, name: str) -> int:
@@ -169,6 +177,9 @@ class MessageTable:
             self._names.append(name)  # before the code is handed out: readers index `_names`
             code = self._codes[name] = len(self._names) - 1
         return code
+
+    def _conversation_code(self, conversation_id: str) -> int:
+        return self._conversations.setdefault(conversation_id, len(self._conversations))
 
 
 def _encoded(array: pa.Array) -> tuple[np.ndarray, list]:

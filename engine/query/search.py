@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -211,7 +211,7 @@ class Searcher:
         that ask weighed when the query asks, then a named participant's turns favoured (a reply weighs as its
         own speaker's turn: lifted the other way round, every reply to the named participant outranked the
         rest, which LOO rejected), then the turns of a date the query names."""
-        previous = replied_to(cards, timedelta(minutes=self.settings.idle_timeout_minutes))
+        previous = replied_to(cards)
         scores = self._question_rules(scores, previous, lines, asks(text))
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
@@ -301,15 +301,16 @@ class Searcher:
                               q.text.split() + q.tokens, shard)
 
 
-def replied_to(cards: Sequence[MessageCard | None], idle: timedelta) -> np.ndarray:
+def replied_to(cards: Sequence[MessageCard | None]) -> np.ndarray:
     """Each candidate's index of the candidate it replies to, -1 for none: the turn right before it in
-    its thread, unless the idle gap that ends a conversation lies between them: a late "Good night." is no
-    reply, and lifted by the match before it, it outranked that match once a summary covered the match."""
+    its thread and its conversation. A turn after a conversation ended (an idle gap, an explicit end)
+    is no reply: a late "Good night." lifted by the match before it outranked that match once a
+    summary covered the match."""
     at = {(c.thread_id, c.seq): (i, c) for i, c in enumerate(cards) if c is not None}
     previous = np.full(len(cards), -1, dtype=np.int64)
     for i, card in enumerate(cards):
         before = at.get((card.thread_id, card.seq - 1)) if card is not None else None
-        if card is not None and before is not None and card.created_at - before[1].created_at <= idle:
+        if card is not None and before is not None and card.conversation == before[1].conversation:
             previous[i] = before[0]
     return previous
 

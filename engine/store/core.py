@@ -231,7 +231,7 @@ class Store:
         """What a search shows of each of the user's messages, without their text: one query, as Arrow
         (the shard's message table loads it vectorised). created_at stays naive UTC, as stored."""
         return self.db.fetch_arrow(
-            "SELECT thread_id, seq, message_id, created_at, day_label, role, speaker, tools_used "
+            "SELECT thread_id, seq, message_id, created_at, day_label, conversation_id, role, speaker, tools_used "
             "FROM messages WHERE user_id = ?", [user_id])
 
     def messages_arrow(self, user_id: str) -> pa.Table:

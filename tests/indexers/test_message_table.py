@@ -16,10 +16,10 @@ T0 = datetime(2024, 5, 1, 9, 0, 30, 123456, tzinfo=timezone.utc)
 
 
 def message(seq: int, *, thread: str = "t", role: str = "user", speaker: str | None = None,
-            tools: tuple[str, ...] = ()) -> Message:
+            tools: tuple[str, ...] = (), conversation: str = "c") -> Message:
     at = T0 + timedelta(hours=seq)
     return Message(message_id=f"{thread}-{seq}", thread_id=thread, user_id="u", seq=seq, role=role,  # type: ignore[arg-type]
-                   content="x", created_at=at, day_label=at.date(), conversation_id="c", speaker=speaker,
+                   content="x", created_at=at, day_label=at.date(), conversation_id=conversation, speaker=speaker,
                    tools_used=tools)
 
 
@@ -78,12 +78,13 @@ def test_forget_and_put_again():
 def test_bulk_columns_read_like_messages():
     """The store's naive-UTC columns load to the same cards as the Message objects."""
     rows = [message(1, speaker="Ann"), message(2, role="tool", tools=("ls",)), message(3, role="system", thread="u"),
-            message(4, role="tool")]
+            message(4, role="tool", conversation="d")]
     bulk = MessageTable()
     bulk.put_arrow(pa.table({
         "thread_id": [m.thread_id for m in rows], "seq": [m.seq for m in rows], "message_id": [m.message_id for m in rows],
         "created_at": pa.array([m.created_at.replace(tzinfo=None) for m in rows], pa.timestamp("us")),
         "day_label": pa.array([m.day_label for m in rows], pa.date32()), "role": [m.role for m in rows],
+        "conversation_id": [m.conversation_id for m in rows],
         "speaker": pa.array([m.speaker for m in rows], pa.string()), "tools_used": [list(m.tools_used) for m in rows],
     }))
     one_by_one = MessageTable()
@@ -91,6 +92,7 @@ def test_bulk_columns_read_like_messages():
     cards = [bulk.get(m.thread_id, m.seq) for m in rows]
     assert cards == [one_by_one.get(m.thread_id, m.seq) for m in rows]
     assert [c.label for c in cards] == ["Ann", "Tool: ls", "System", "Tool"]
+    assert cards[0].conversation == cards[1].conversation == cards[2].conversation != cards[3].conversation
     assert cards[0].created_at == T0 + timedelta(hours=1)
 
 
