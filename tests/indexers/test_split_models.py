@@ -19,9 +19,9 @@ import pytest
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError, SettingsError
-from indexers.embedders import load_embedder
+from indexers.embedders import TORCH_MODEL_NAME, load_embedder
 from indexers.model_files import minilm_dir
-from indexers.split_models import MPNET, SplitModel, joined_model
+from indexers.split_models import MPNET, SPLIT_MODELS, SplitModel, joined_model
 
 TEST_MODEL = MPNET
 
@@ -95,6 +95,12 @@ def test_a_member_outside_the_model_folder_is_refused(tmp_path: Path, monkeypatc
     with pytest.raises(EmbeddingUnavailableError, match="outside all-mpnet-base-v2/"):
         joined_model(TEST_MODEL, tmp_path / "cache")
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_the_settings_name_every_model_the_embedders_know() -> None:
+    from typing import get_args
+
+    assert set(get_args(Settings.model_fields["embedding_model"].annotation)) == {TORCH_MODEL_NAME, *SPLIT_MODELS}
 
 
 def test_the_larger_model_needs_the_torch_backend() -> None:
