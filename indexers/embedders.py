@@ -290,6 +290,7 @@ def load_embedder(
 
 def _split_model_embedder(backend: str, model: str, cache_dir: Path | None, *, batch_size: int,
                           num_threads: int | None) -> SentenceTransformerEmbedder:
+    """A split model's folder, joined on first use, through sentence-transformers (it has no ONNX copy)."""
     if model not in SPLIT_MODELS:
         raise InvalidInputError(f"unknown embedding model {model!r}: use {TORCH_MODEL_NAME!r} or one of "
                                 f"{sorted(SPLIT_MODELS)}")
