@@ -45,8 +45,9 @@ SPLIT_MODELS = {MPNET.name: MPNET}
 def joined_model(model: SplitModel, cache_dir: Path) -> Path:
     """The model's folder in `cache_dir`, joined from its installed parts on first use; raises
     EmbeddingUnavailableError saying what to install or why the parts do not make the model."""
-    parts = _part_files(model)
-    target = cache_dir / f"{model.name}-{_parts_key(model, parts)}"
+    installed = _installed_parts(model)
+    parts = [path for _, path in installed]
+    target = cache_dir / f"{model.name}-{_parts_key(installed)}"
     if _complete(target):
         return target
     try:
@@ -69,8 +70,9 @@ def joined_model(model: SplitModel, cache_dir: Path) -> Path:
     return target
 
 
-def _part_files(model: SplitModel) -> list[Path]:
-    """Each package's one zip part, in order; a missing package names the command that installs it."""
+def _installed_parts(model: SplitModel) -> list[tuple[str, Path]]:
+    """Each package's "name==version" and its one zip part, in order; a missing package names the
+    command that installs it."""
     files = []
     for package in model.packages:
         try:
@@ -82,13 +84,13 @@ def _part_files(model: SplitModel) -> list[Path]:
         if len(zips) != 1:
             raise EmbeddingUnavailableError(f"{package} holds {len(zips)} zip parts, expected one: reinstall "
                                             f"it with {model.install_hint}")
-        files.append(Path(str(dist.locate_file(zips[0]))))
+        files.append((f"{package}=={dist.version}", Path(str(dist.locate_file(zips[0])))))
     return files
 
 
-def _parts_key(model: SplitModel, parts: list[Path]) -> str:
+def _parts_key(installed: list[tuple[str, Path]]) -> str:
     """Names the folder after the parts' versions and sizes: new parts join into a new folder."""
-    described = [f"{p}=={metadata.version(p)}:{f.stat().st_size}" for p, f in zip(model.packages, parts)]
+    described = [f"{package}:{path.stat().st_size}" for package, path in installed]
     return hashlib.sha256("\n".join(described).encode()).hexdigest()[:12]
 
 
