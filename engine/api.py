@@ -14,7 +14,7 @@ from engine.config import Settings, data_dir
 from engine.embedding_choice import documents_embedder, query_embedder
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
-from engine.maintenance.closing import apply_retention, catch_up, summarize_users
+from engine.maintenance.closing import catch_up, summarise_and_index, summarize_users
 from engine.maintenance.deletion import Deleter, deletion_report
 from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
 from engine.maintenance.ray_reindex import rebuild_on_ray
@@ -89,7 +89,9 @@ class ConversationEngine:
         return guarded_write(self.locks.user(user_id) if isinstance(user_id, str) else self.locks.everyone())
 
     def close(self) -> None:
-        """Close the store (the indexes hold no open files); the engine is unusable after."""
+        """Close the store (the indexes hold no open files) and stop the summary workers; the engine is
+        unusable after."""
+        self.summaries.close()
         self.store.close()
 
     def __enter__(self) -> "ConversationEngine":
@@ -115,11 +117,7 @@ class ConversationEngine:
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
-            with phase("summaries"):
-                self.summaries.after_ingest(user_id, result)
-                apply_retention(self, user_id, result.thread_id)
-            with phase("lexical"):
-                self.pipeline.update_lexical(user_id)
+            summarise_and_index(self, user_id, result, phase)
             if index:
                 with phase("embed"):
                     self.pipeline.embed_pending(user_id)

@@ -181,6 +181,12 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="Model name for the chat-completions server.")
     day_summary_every: int = Field(10, ge=1, description="Update a day's summary after this many new messages.")
     day_token_budget: int = Field(4000, ge=100, description="Raw tokens of a day before its summary updates.")
+    summary_workers: int | None = Field(
+        None, ge=0, le=32,
+        description="Processes that make extractive summaries beside the engine's own on large batches (bulk "
+        "ingest, import, backfill) while the engine indexes; by default as many as the cores, at most 4 (none on "
+        "one core); 0: the engine's process alone.",
+    )
     finalize_every_minutes: float = Field(
         60.0, ge=0, description="`serve` runs the scheduled close (idle conversations end, days that are over "
         "get their final summary) this often; 0 turns it off (then run `convsearch summarize --finalize` from cron).")

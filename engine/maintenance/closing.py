@@ -1,6 +1,6 @@
-"""What the bulk paths, the scheduled close and a server's background step apply after writes:
-retention, the summary policy once per stale day and ended conversation, and the vectors and saves
-a user's index still lacks."""
+"""What ingest, the bulk paths, the scheduled close and a server's background step apply after
+writes: retention, the summary policy (per batch, or once per stale day and ended conversation),
+and the vectors and saves a user's index still lacks."""
 
 from __future__ import annotations
 
@@ -8,13 +8,34 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Sequence
 
 from engine.facade_edges import disk_errors
-from engine.models import Summary
+from engine.models import IngestResult, Summary
 from engine.summaries.policy import SummarizeReport
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
+    from indexers.phases import Phases
 
-__all__ = ["apply_retention", "catch_up", "summarize_users"]
+__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users"]
+
+
+def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> None:
+    """An ingested batch's summaries, retention and lexical update. A large batch's summaries are
+    made in worker processes while this one indexes the batch; the day summaries' notes (messages
+    too) are indexed after them. With retention on, the old order: what goes is never indexed."""
+    with phase("summaries"):
+        pending = engine.summaries.start_after_ingest(user_id, result)
+        overlap = pending.in_workers and engine.settings.max_conversations_retained is None
+        if not overlap:
+            pending.finish()
+            apply_retention(engine, user_id, result.thread_id)
+    with phase("lexical"):
+        engine.pipeline.update_lexical(user_id)
+    if overlap:
+        with phase("summaries"):
+            written = pending.finish()
+        if any(s.kind == "day" for s in written):
+            with phase("lexical"):
+                engine.pipeline.update_lexical(user_id)
 
 
 def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) -> None:

@@ -1,19 +1,24 @@
 """Summaries in batches: what a batch of day and conversation summaries quotes is read from the
-store once, and what it made is written in one transaction (one insert of summaries, one update
-of day segments, one of conversations, one ingest of the engine's notes). One summary at a time
-took ~9 queries and a transaction each: at 100k messages, most of an ingest's time."""
+store once (its texts may then be made in worker processes), and what it made is written in one
+transaction (one insert of summaries, one update of day segments, one of conversations, one ingest
+of the engine's notes). One summary at a time took ~9 queries and a transaction each: at 100k
+messages, most of an ingest's time."""
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Sequence
+from datetime import datetime
+from typing import Callable, Mapping, Sequence
+from zoneinfo import ZoneInfo
 
-from engine.models import Message, Summary
+from engine.models import Conversation, DaySegment, Message, Summary
 from engine.store.core import Store
 from engine.summaries.retries import SummaryJob
+from engine.summaries.summarizers import NONE_NOTED, section_text, split_sentences
+from engine.summaries.workers import Ask, PendingTexts
 
-__all__ = ["TurnRange", "Made", "BLOCK"]
+__all__ = ["TurnRange", "Planned", "Made", "PendingSummaries", "conversation_brief", "BLOCK"]
 
 BLOCK = 256  # summaries a transaction: a bulk import of a year writes its summaries in steps
 
@@ -53,6 +58,21 @@ class TurnRange:
 
 
 @dataclass(frozen=True, slots=True)
+class Planned:
+    """A block of jobs read and begun: what each quotes, what the write needs, and its texts on
+    their way from the workers (None: made in the main process, one job at a time)."""
+
+    user_id: str
+    thread_id: str
+    asks: Sequence[tuple[SummaryJob, Ask]]
+    days: Mapping[str, DaySegment]
+    conversations: Mapping[str, Conversation]
+    known: Mapping[str, datetime]  # created_at of the summaries the block replaces
+    tz: ZoneInfo
+    pending: PendingTexts | None
+
+
+@dataclass(frozen=True, slots=True)
 class Made:
     """A summary made by a job, and what mirrors it: the day segment's copy or the conversation's
     title and brief."""
@@ -62,3 +82,45 @@ class Made:
     segment_id: str | None = None
     title: str | None = None
     brief: str | None = None
+
+
+class PendingSummaries:
+    """Summary jobs begun (`SummaryService.start_after_ingest`): the first block is read and, when
+    large, its texts are being made in the workers; `finish` writes it and runs the other blocks."""
+
+    def __init__(self, plan: Callable[[Sequence[SummaryJob], TurnRange], Planned],
+                 finish: Callable[[Planned, bool, Mapping[SummaryJob, str]], list[Summary]], first: Planned | None,
+                 rest: Sequence[tuple[list[SummaryJob], TurnRange]], queue: bool,
+                 reasons: Mapping[SummaryJob, str]) -> None:
+        self._plan, self._finish, self.first, self.rest = plan, finish, first, rest
+        self.queue, self.reasons = queue, reasons
+
+    @property
+    def in_workers(self) -> bool:
+        """True while the first block's texts are being made elsewhere (the caller may work meanwhile)."""
+        return self.first is not None and self.first.pending is not None
+
+    def finish(self) -> list[Summary]:
+        written: list[Summary] = []
+        if self.first is not None:
+            written += self._finish(self.first, self.queue, self.reasons)
+        for jobs, turns in self.rest:
+            written += self._finish(self._plan(jobs, turns), self.queue, self.reasons)
+        self.first, self.rest = None, []
+        return written
+
+
+def conversation_brief(tz: ZoneInfo, markdown: str, turns: Sequence[Message]) -> str:
+    """Two or three sentences: up to two from the Summary section, then the conversation's span."""
+    body = section_text(markdown, "Summary")
+    sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
+    if not sentences:
+        sentences = ["The conversation had no notable content."]
+    start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)
+    span = (f"It ran for {len(turns)} messages, from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
+            f"({tz.key}).")
+    return " ".join([*(_terminated(s) for s in sentences), span])
+
+
+def _terminated(sentence: str) -> str:
+    return sentence if sentence[-1] in ".!?…。！？" else sentence + "."

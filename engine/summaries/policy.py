@@ -27,9 +27,10 @@ from engine.store.ingest import Ingestor
 from engine.models import (Conversation, DaySegment, IngestResult, Message, NewMessage, Summary, SummaryKind, Thread,
                            day_segment_id)
 from engine.store.core import Store
-from engine.summaries.summarizers import NONE_NOTED, Summarizer, SummarizerError, clamp_title, section_text, split_sentences
-from engine.summaries.batch import BLOCK, Made, TurnRange
+from engine.summaries.summarizers import Summarizer, SummarizerError, clamp_title
+from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, TurnRange, conversation_brief
 from engine.summaries.retries import RetryQueue, SummaryJob
+from engine.summaries.workers import Ask, SummaryWorkers, Texts, default_workers, texts_of
 from engine.timeutil import utcnow, zone
 from engine.validation import seq_range, whole_number
 from indexers.wordpieces import WordPieceCounter
@@ -100,6 +101,12 @@ class SummaryService:
             store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
         self.counter = counter or WordPieceCounter()
         self.retries = RetryQueue()
+        workers = settings.summary_workers
+        self.workers = SummaryWorkers(default_workers() if workers is None else workers)
+
+    def close(self) -> None:
+        """Stop the summary workers (started only by a large block)."""
+        self.workers.close()
 
     # On request --------------------------------------------------------------------------------
     def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
@@ -124,8 +131,13 @@ class SummaryService:
     # Day policy --------------------------------------------------------------------------------
     def after_ingest(self, user_id: str, result: IngestResult) -> list[Summary]:
         """Apply the day policy and summarise ended conversations; returns the summaries written."""
+        return self.start_after_ingest(user_id, result).finish()
+
+    def start_after_ingest(self, user_id: str, result: IngestResult) -> PendingSummaries:
+        """`after_ingest` begun: a large batch's texts are made in the workers while the caller
+        does other work (indexing the batch); `finish` writes them."""
         if self.summarizer is None or not result.inserted:
-            return []
+            return PendingSummaries(self._plan, self._finish, None, [], True, {})
         # days only open at the thread's end (time order): the day before each opened one is among these
         segments = self.store.timeline.day_segments(result.thread_id, last=len(result.opened_days) + 1)
         checks: list[tuple[DaySegment, int, bool]] = []  # (day, every, near_budget)
@@ -141,7 +153,7 @@ class SummaryService:
         jobs = [SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id) for segment, every, near in checks
                 if self._stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])]
         jobs += [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
-        return self._run([*self.retries.due(user_id), *jobs], turns=turns)
+        return self._start([*self.retries.due(user_id), *jobs], turns=turns)
 
     def retry_failed(self) -> list[Summary]:
         """Retry every summary whose summarizer call failed (the server's background step calls this)."""
@@ -155,17 +167,22 @@ class SummaryService:
         """Run the jobs a block at a time (one read, one write each). A summarizer failure queues
         the job for a retry instead of failing the caller (`queue`), else it is raised once what
         the block made is written."""
+        return self._start(jobs, turns=turns, queue=queue, reasons=reasons).finish()
+
+    def _start(self, jobs: Sequence[SummaryJob], *, turns: TurnRange | None = None, queue: bool = True,
+               reasons: Mapping[SummaryJob, str] | None = None) -> PendingSummaries:
+        """`_run` begun: the first block is read and its texts start in the workers (when large)."""
         jobs = list(dict.fromkeys(jobs))
-        written: list[Summary] = []
+        blocks: list[tuple[list[SummaryJob], TurnRange]] = []
         for thread_id in dict.fromkeys(job.thread_id for job in jobs):
             mine = [job for job in jobs if job.thread_id == thread_id]
             source = turns if turns is not None and turns.thread_id == thread_id else TurnRange(self.store, thread_id)
-            for start in range(0, len(mine), BLOCK):
-                written += self._run_block(mine[start:start + BLOCK], source, queue, reasons or {})
-        return written
+            blocks += [(mine[start:start + BLOCK], source) for start in range(0, len(mine), BLOCK)]
+        first = self._plan(*blocks[0]) if blocks else None
+        return PendingSummaries(self._plan, self._finish, first, blocks[1:], queue, reasons or {})
 
-    def _run_block(self, jobs: Sequence[SummaryJob], turns: TurnRange, queue: bool,
-                   reasons: Mapping[SummaryJob, str]) -> list[Summary]:
+    def _plan(self, jobs: Sequence[SummaryJob], turns: TurnRange) -> Planned:
+        """A block's reads, and its texts started in the workers when it is large."""
         user_id, thread_id, timeline = jobs[0].user_id, jobs[0].thread_id, self.store.timeline
         days = timeline.day_segments_by_id([j.target for j in jobs if j.kind == "day"])
         conversations = timeline.conversations_by_id([j.target for j in jobs if j.kind == "conversation"],
@@ -176,50 +193,61 @@ class SummaryService:
         ids = [day_summary_id(thread_id, d.day_label) for d in wanted] + [
             conversation_summary_id(thread_id, c) for c in conversations]
         known = {i: created for i, (_, created) in timeline.summary_spans(ids, user_id=user_id).items()}
-        tz = zone(self.store.get_user(user_id).timezone)
+        asks = {job: self._ask(job, days, conversations, turns) for job in jobs}
+        for job in [job for job, ask in asks.items() if ask is None]:
+            self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
+        wanted_asks = [(job, ask) for job, ask in asks.items() if ask is not None]
+        pending = self.workers.start(self._require(), [ask for _, ask in wanted_asks])
+        return Planned(user_id, thread_id, wanted_asks, days, conversations, known,
+                       zone(self.store.get_user(user_id).timezone), pending)
+
+    def _finish(self, plan: Planned, queue: bool, reasons: Mapping[SummaryJob, str]) -> list[Summary]:
+        """A block's texts (from the workers, or made here one job at a time) written in one transaction."""
+        summarizer = self._require()
+        in_workers = plan.pending.result() if plan.pending is not None else None
         made: list[Made] = []
-        for job in jobs:
+        for position, (job, ask) in enumerate(plan.asks):
             try:
-                one = self._make(job, days, conversations, turns, known, tz)
+                texts = in_workers[position] if in_workers is not None else texts_of(summarizer, ask)
             except SummarizerError as exc:
                 if not queue:
-                    self._write(user_id, thread_id, made, reasons)
+                    self._write(plan.user_id, plan.thread_id, made, reasons)
                     raise
                 self.retries.failed(job, exc.message)
                 log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
                 continue
-            if one is None:
-                self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
-            else:
-                made.append(one)
-        self._write(user_id, thread_id, made, reasons)
+            made.append(self._made(job, ask, texts, plan.days, plan.conversations, plan.known, plan.tz))
+        self._write(plan.user_id, plan.thread_id, made, reasons)
         return [m.summary for m in made]
 
-    def _make(self, job: SummaryJob, days: Mapping[str, DaySegment], conversations: Mapping[str, Conversation],
-              turns: TurnRange, known: Mapping[str, datetime], tz: ZoneInfo) -> Made | None:
-        """The summary a job makes (the summarizer runs outside any transaction: an LLM may be slow);
-        None when its day or conversation is gone or holds no turns."""
-        summarizer = self._require()
+    def _ask(self, job: SummaryJob, days: Mapping[str, DaySegment], conversations: Mapping[str, Conversation],
+             turns: TurnRange) -> Ask | None:
+        """What a job's summary quotes; None when its day or conversation is gone or holds no turns."""
         if job.kind == "day":
             segment = days.get(job.target)
             quoted = turns.between(segment.starts_at_seq, segment.ends_at_seq) if segment else []
-            if segment is None or not quoted:
-                return None
-            label = segment.day_label
-            summary = self._build(day_summary_id(job.thread_id, label), job.user_id, "day", quoted,
-                                  summarizer.summarize(quoted), title=f"Day summary {label.isoformat()}",
-                                  day_label=label, known=known)
-            return Made(job, summary, segment_id=segment.day_segment_id)
+            return Ask(quoted, False, quoted[0].day_label.toordinal()) if quoted else None
         conversation = conversations.get(job.target)
         quoted = [] if conversation is None else [m for m in turns.between(conversation.first_seq, conversation.last_seq)
                                                    if m.conversation_id == job.target]
         if conversation is None or not quoted:
             return None
-        markdown = summarizer.summarize(quoted)
-        title = conversation.title or clamp_title(summarizer.title(quoted))  # keep a title given at import
+        return Ask(quoted, not conversation.title, quoted[0].day_label.toordinal())  # keep a title given at import
+
+    def _made(self, job: SummaryJob, ask: Ask, texts: Texts, days: Mapping[str, DaySegment],
+              conversations: Mapping[str, Conversation], known: Mapping[str, datetime], tz: ZoneInfo) -> Made:
+        """The summary a job made from its texts (the summarizer ran outside any transaction: an LLM may be slow)."""
+        quoted = ask.turns
+        if job.kind == "day":
+            segment = days[job.target]
+            label = segment.day_label
+            summary = self._build(day_summary_id(job.thread_id, label), job.user_id, "day", quoted, texts.markdown,
+                                  title=f"Day summary {label.isoformat()}", day_label=label, known=known)
+            return Made(job, summary, segment_id=segment.day_segment_id)
+        title = conversations[job.target].title or clamp_title(texts.title or "")
         summary = self._build(conversation_summary_id(job.thread_id, job.target), job.user_id, "conversation", quoted,
-                              markdown, title=title, conversation_id=job.target, known=known)
-        return Made(job, summary, title=title, brief=self._brief(tz, markdown, quoted))
+                              texts.markdown, title=title, conversation_id=job.target, known=known)
+        return Made(job, summary, title=title, brief=conversation_brief(tz, texts.markdown, quoted))
 
     def _write(self, user_id: str, thread_id: str, made: Sequence[Made], reasons: Mapping[SummaryJob, str]) -> None:
         """Everything a block made in one transaction; each day summary leaves a note in the thread."""
@@ -381,18 +409,6 @@ class SummaryService:
                                             include_notes=include_notes)
         return [m for m in rows if m.conversation_id == conversation.conversation_id]
 
-    @staticmethod
-    def _brief(tz: ZoneInfo, markdown: str, turns: Sequence[Message]) -> str:
-        """Two or three sentences: up to two from the Summary section, then the conversation's span."""
-        body = section_text(markdown, "Summary")
-        sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
-        if not sentences:
-            sentences = ["The conversation had no notable content."]
-        start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)
-        span = (f"It ran for {len(turns)} messages, from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
-                f"({tz.key}).")
-        return " ".join([*(_terminated(s) for s in sentences), span])
-
     # Helpers -----------------------------------------------------------------------------------
     def _require(self) -> Summarizer:
         if self.summarizer is None:
@@ -423,10 +439,6 @@ class SummaryService:
 def _aware(moment: datetime) -> datetime:
     """The store hands back naive UTC; compare aware times only."""
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
-
-
-def _terminated(sentence: str) -> str:
-    return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
 
 
 def _check_range(start_seq: int, end_seq: int) -> None:

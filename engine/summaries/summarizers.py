@@ -234,6 +234,8 @@ def _strip_filler(text: str) -> str:
 class ExtractiveSummarizer:
     """Deterministic, LLM-free: quotes the conversation's own sentences under the template."""
 
+    pure = True  # a function of the messages alone: bulk paths may run it in worker processes
+
     def __init__(self, cover_words: int = COVER_WORDS) -> None:
         self.cover_words = cover_words  # besides the opening request
 
