@@ -101,12 +101,16 @@ class PendingSummaries:
         return self.first is not None and self.first.pending is not None
 
     def finish(self) -> list[Summary]:
+        """Every block written, in order. The next block is read (and begun in the workers) before
+        the current one is waited for, so the engine reads while the workers summarise; blocks
+        never share a job, and a block's write changes nothing the next one reads."""
         written: list[Summary] = []
-        if self.first is not None:
-            written += self._finish(self.first, self.queue, self.reasons)
-        for jobs, turns in self.rest:
-            written += self._finish(self._plan(jobs, turns), self.queue, self.reasons)
+        current, rest = self.first, list(self.rest)
         self.first, self.rest = None, []
+        while current is not None:
+            following = self._plan(*rest.pop(0)) if rest else None
+            written += self._finish(current, self.queue, self.reasons)
+            current = following
         return written
 
 

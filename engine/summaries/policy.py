@@ -308,6 +308,7 @@ class SummaryService:
                       and not (segment.summary_markdown and segment.day_label not in done)  # kept from an import
                       and segment.ends_at_seq > done.get(segment.day_label, 0)]
         reasons: dict[SummaryJob, str] = {}
+        starts: dict[SummaryJob, int] = {}  # each job's first seq
         turns = TurnRange(self.store, thread_id)
         for start in range(0, len(candidates), BLOCK):  # the stale checks of a block of days read once
             block = candidates[start:start + BLOCK]
@@ -319,20 +320,26 @@ class SummaryService:
                                covered_to=done.get(segment.day_label, 0)):
                     job = SummaryJob(user_id, "day", segment.day_segment_id, thread_id)
                     reasons[job] = "closed" if closed else "progress"
-        updated = self._run(list(reasons), turns=turns, queue=False, reasons=reasons)
-        return updated + self._conversations_due(user_id, thread_id, since, turns)
+                    starts[job] = segment.starts_at_seq
+        starts.update(self._conversations_due(user_id, thread_id, since))
+        # one run for days and conversations in time order: a block spans a stretch of the thread
+        # (read in one query), and the workers make one block while the next is read
+        jobs = sorted(starts, key=lambda job: (starts[job], job.kind != "day"))
+        return self._run(jobs, turns=turns, queue=False, reasons=reasons)
 
-    def _conversations_due(self, user_id: str, thread_id: str, since: date | None, turns: TurnRange) -> list[Summary]:
-        """Ended conversations (last message on or after `since`) whose summary is missing or behind."""
+    def _conversations_due(self, user_id: str, thread_id: str, since: date | None) -> dict[SummaryJob, int]:
+        """Ended conversations (last message on or after `since`) whose summary is missing or behind,
+        with their first seqs. A day summary's note joins a conversation without extending it, so
+        the day summaries written beside them change none."""
         done = {s.conversation_id: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["conversation"])}
         tz = zone(self.store.get_user(user_id).timezone)
-        jobs: list[SummaryJob] = []
+        jobs: dict[SummaryJob, int] = {}
         for conversation in reversed(self.store.timeline.conversations(thread_id, ended_only=True)):
             if since is not None and _aware(conversation.last_message_at).astimezone(tz).date() < since:
                 continue
             if done.get(conversation.conversation_id, 0) < conversation.last_seq:
-                jobs.append(SummaryJob(user_id, "conversation", conversation.conversation_id, thread_id))
-        return self._run(jobs, turns=turns, queue=False)
+                jobs[SummaryJob(user_id, "conversation", conversation.conversation_id, thread_id)] = conversation.first_seq
+        return jobs
 
     def end_idle(self, thread_id: str, now: datetime) -> int:
         """The scheduled close of a conversation: end the open one once idle past the timeout (1 if ended)."""

@@ -90,11 +90,16 @@ class _Worker:
             raise OSError(f"summary worker failed: {answer}")
         return answer
 
+    def end_input(self) -> None:
+        """The worker exits once it has answered what it was asked."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):  # a dead worker's pipe
+                self.process.stdin.close()
+
     def stop(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):  # a dead worker's pipe
-                    stream.close()  # the worker exits at the end of its input
+        self.end_input()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -167,6 +172,8 @@ class SummaryWorkers:
     def close(self) -> None:
         workers, self._workers = self._workers, []
         carriers, self._carriers = self._carriers, None
+        for worker in workers:
+            worker.end_input()  # all at once: they exit side by side
         for worker in workers:
             worker.stop()
         if carriers is not None:
