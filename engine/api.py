@@ -33,7 +33,8 @@ from engine.query.navigation_results import (AROUND_BEFORE_RATIO, AROUND_COUNT, 
 from engine.query.search import Searcher
 from engine.query.search_types import DEFAULT_LIMIT, KINDS, SearchMode, SearchResponse
 from engine.store.core import STORE_FILENAME, Store
-from engine.summaries.policy import ConversationDetail, SummarizeReport, SummaryService
+from engine.query.conversations import ConversationDetail, ConversationReader
+from engine.summaries.policy import SummarizeReport, SummaryService
 from engine.summaries.summarizers import make_summarizer
 from engine.query.summary_index import SummaryIndex
 from engine.timeutil import parse_day, utcnow
@@ -76,6 +77,7 @@ class ConversationEngine:
         self.summaries = SummaryService(self.store, make_summarizer(self.settings), self.settings, clock=clock,
                                         ingestor=self.ingestor, counter=counter)
         self.context = ContextAssembler(self.store, counter, self.settings, clock=clock)
+        self.conversations = ConversationReader(self.store)
         # One writer per user at a time (DuckDB already allows one writer process); searches take no
         # writer lock, they read the shard under its own short lock.
         self.locks = WriterLocks()
@@ -114,6 +116,7 @@ class ConversationEngine:
         phase = Phases()
         with self._writing(user_id):
             with phase("store"):
+                self.summaries.expect(len(batch))
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
@@ -164,6 +167,7 @@ class ConversationEngine:
         with self._writing(), file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             with phase("store"):
+                self.summaries.expect(None)
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
                                      timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
             with phase("rewrite"):
@@ -389,11 +393,11 @@ class ConversationEngine:
 
     def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
         """The user's latest `limit` conversations across threads: titles, summaries, times and spans."""
-        return self.summaries.list_recent_conversations(user_id, limit)
+        return self.conversations.recent(user_id, limit)
 
     def get_conversation(self, user_id: str, conversation_id: str) -> ConversationDetail:
         """The conversation, each message's text capped at VIEW_CAP_CHARS with a marker saying how to get the rest."""
-        detail = self.summaries.get_conversation(user_id, conversation_id)
+        detail = self.conversations.get(user_id, conversation_id)
         return replace(detail, messages=tuple(capped(m) for m in detail.messages))
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:

@@ -20,7 +20,7 @@ from engine.models import Conversation, IngestResult, Message, Summary, User
 from engine.query.navigation_results import DayView, MessageView, SummaryView, TurnsAround, TurnsSince, ConversationContext
 from engine.query.ranking import ScoreParts
 from engine.query.search_types import SearchHit, SearchResponse
-from engine.summaries.policy import ConversationDetail
+from engine.query.conversations import ConversationDetail
 from indexers.embedders import Embedder, load_embedder
 from indexers.pipeline import IndexReport
 from tests.support import ALICE, BOB, NOW, live, messages

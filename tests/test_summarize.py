@@ -16,6 +16,7 @@ from engine.config import Settings
 from engine.errors import InvalidInputError, UnknownConversationError
 from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
+from engine.query.conversations import ConversationReader
 from engine.store.core import Store
 from engine.summaries.policy import DAY_NOTE_PREFIX, SummaryService, day_summary_id
 from engine.summaries.chat_summarizer import OpenAICompatibleSummarizer
@@ -355,11 +356,12 @@ def test_explicit_end_summarises_and_conversations_are_listed(store: Store) -> N
     ingestor.add_messages("alice", _chat(T0))
     ended = service.end_conversation("alice")
     assert ended is not None and ended.kind == "conversation" and ended.message_count == 4
-    recent = service.list_recent_conversations("alice")
+    reader = ConversationReader(store)
+    recent = reader.recent("alice")
     assert [c.conversation_id for c in recent] == [f"{THREAD}:conv:1"] and recent[0].ended_at is not None
     assert recent[0].title == ended.title and (recent[0].first_seq, recent[0].last_seq) == (1, 4)
-    whole = service.get_conversation("alice", f"{THREAD}:conv:1")
+    whole = reader.get("alice", f"{THREAD}:conv:1")
     assert [m.content for m in whole.messages] == [text for _, text in CHAT]
     with pytest.raises(UnknownConversationError):
-        service.get_conversation("bob", f"{THREAD}:conv:1")
+        reader.get("bob", f"{THREAD}:conv:1")
     assert service.end_conversation("alice") is None  # nothing open any more

@@ -30,14 +30,13 @@ from engine.store.core import Store
 from engine.summaries.summarizers import Summarizer, SummarizerError, clamp_title
 from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, TurnRange, conversation_brief
 from engine.summaries.retries import RetryQueue, SummaryJob
-from engine.summaries.workers import Ask, SummaryWorkers, Texts, default_workers, texts_of
+from engine.summaries.workers import BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, texts_of
 from engine.timeutil import utcnow, zone
-from engine.validation import seq_range, whole_number
+from engine.validation import seq_range
 from indexers.wordpieces import WordPieceCounter
 
 __all__ = [
     "SummaryService",
-    "ConversationDetail",
     "SummarizeReport",
     "DAY_NOTE_PREFIX",
     "NEAR_BUDGET",
@@ -51,7 +50,6 @@ log.addHandler(logging.NullHandler())
 
 DAY_NOTE_PREFIX = "day summary updated: "
 NEAR_BUDGET = 0.9  # "nears the budget": update before the raw day text overflows it
-MAX_RECENT = 100
 
 
 def day_summary_id(thread_id: str, day_label: date) -> str:
@@ -64,14 +62,6 @@ def conversation_summary_id(thread_id: str, conversation_id: str) -> str:
 
 def range_summary_id(thread_id: str, from_seq: int, to_seq: int) -> str:
     return f"{thread_id}:sum:range:{from_seq}-{to_seq}"
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationDetail:
-    """A whole conversation: its record and its messages in order."""
-
-    conversation: Conversation
-    messages: tuple[Message, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +97,12 @@ class SummaryService:
     def close(self) -> None:
         """Stop the summary workers (started only by a large block)."""
         self.workers.close()
+
+    def expect(self, messages: int | None) -> None:
+        """A batch of `messages` (None: a file, size unknown) is about to be stored: a bulk one
+        starts the summary workers now, so they are ready when its summaries are."""
+        if self.summarizer is not None and (messages is None or messages >= BULK_MESSAGES):
+            self.workers.warm(self.summarizer)
 
     # On request --------------------------------------------------------------------------------
     def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
@@ -394,27 +390,6 @@ class SummaryService:
             return None
         written = self._run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
         return written[0] if written else None
-
-    def list_recent_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:
-        """The user's latest conversations across threads (records only: title, summary, times, span)."""
-        whole_number("limit", limit, minimum=1, maximum=MAX_RECENT)
-        self.store.get_user(user_id)
-        found: list[Conversation] = []
-        for thread in self.store.threads_of(user_id):
-            found.extend(self.store.timeline.conversations(thread.thread_id, limit=limit))
-        found.sort(key=lambda c: (c.last_message_at, c.conversation_id), reverse=True)
-        return found[:limit]
-
-    def get_conversation(self, user_id: str, conversation_id: str, *,
-                         include_notes: bool = False) -> ConversationDetail:
-        """A whole conversation: record and messages (engine notes only when asked)."""
-        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
-        return ConversationDetail(conversation, tuple(self._conversation_messages(conversation, include_notes)))
-
-    def _conversation_messages(self, conversation: Conversation, include_notes: bool) -> list[Message]:
-        rows = self.store.messages_in_range(conversation.thread_id, conversation.first_seq, conversation.last_seq + 1,
-                                            include_notes=include_notes)
-        return [m for m in rows if m.conversation_id == conversation.conversation_id]
 
     # Helpers -----------------------------------------------------------------------------------
     def _require(self) -> Summarizer:

@@ -31,12 +31,14 @@ from engine.models import Message
 from engine.summaries.frames import read_frame, write_frame
 from engine.summaries.summarizers import Summarizer
 
-__all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers", "PARALLEL_MIN_TURNS"]
+__all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers", "PARALLEL_MIN_TURNS",
+           "BULK_MESSAGES"]
 
 log = logging.getLogger("convsearch.summaries")
 log.addHandler(logging.NullHandler())
 
 PARALLEL_MIN_TURNS = 1000  # turns a block's jobs read before workers pay off (a worker starts in ~0.5 s, once)
+BULK_MESSAGES = PARALLEL_MIN_TURNS // 2  # a batch this large makes such a block: its days' and conversations' turns
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # what holds the `engine` package, for the workers
 
 
@@ -151,6 +153,15 @@ class SummaryWorkers:
         futures = [carriers.submit(worker.round_trip, summarizer, [asks[i] for i in mine])
                    for worker, mine in zip(workers, placed)]
         return PendingTexts(self, summarizer, asks, placed, futures)
+
+    def warm(self, summarizer: Summarizer) -> None:
+        """Start the workers now, when a large batch is on its way: a worker takes ~0.5 s to start,
+        spent beside the engine storing the batch instead of before its first summaries."""
+        if self.processes >= 1 and getattr(summarizer, "pure", False):
+            try:
+                self._started()
+            except OSError as exc:
+                self.failed(exc)
 
     def texts(self, summarizer: Summarizer, asks: Sequence[Ask]) -> list[Texts] | None:
         """`start`, then wait for the texts."""
