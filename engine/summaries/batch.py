@@ -85,7 +85,7 @@ class Made:
 
 
 class PendingSummaries:
-    """Summary jobs begun (`SummaryService.start_after_ingest`): the first block is read and, when
+    """Summary jobs begun (every run of the summary service): the first block is read and, when
     large, its texts are being made in the workers; `finish` writes it and runs the other blocks."""
 
     def __init__(self, plan: Callable[[Sequence[SummaryJob], TurnRange], Planned],

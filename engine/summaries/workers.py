@@ -6,8 +6,9 @@ the workers only turn messages into Markdown and titles. A job goes to a lane by
 day's summary and its conversations' read the same messages in one process: each process
 memoises the sentences it has read, and a split that ignored days would read most messages
 twice. The main process takes no lane: it waits, or indexes the batch meanwhile (`ingest`), and
-its own heap makes the same work slower there (its collections walk the shard). Small blocks (the live path's one-message ingest)
-stay in the main process, where a round trip to a worker would cost more than it saves.
+the same work runs slower there (its garbage collections walk the shard). Small blocks (the live
+path's one-message ingest) stay in the main process, where a round trip would cost more than it
+saves.
 
 A worker is `python -m engine.summaries.worker` on pipes, not a multiprocessing pool: a spawned
 pool re-imports the caller's main script in every child (an unguarded user script would run
@@ -31,8 +32,8 @@ from engine.models import Message
 from engine.summaries.frames import read_frame, write_frame
 from engine.summaries.summarizers import Summarizer
 
-__all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers", "PARALLEL_MIN_TURNS",
-           "BULK_MESSAGES"]
+__all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers",
+           "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
 
 log = logging.getLogger("convsearch.summaries")
 log.addHandler(logging.NullHandler())
@@ -162,11 +163,6 @@ class SummaryWorkers:
                 self._started()
             except OSError as exc:
                 self.failed(exc)
-
-    def texts(self, summarizer: Summarizer, asks: Sequence[Ask]) -> list[Texts] | None:
-        """`start`, then wait for the texts."""
-        pending = self.start(summarizer, asks)
-        return pending.result() if pending is not None else None
 
     def _started(self) -> tuple[list[_Worker], ThreadPoolExecutor]:
         while len(self._workers) < self.processes:
