@@ -24,6 +24,9 @@ __all__ = ["TokenCounter", "WordPieceCounter", "CHARS_PER_TOKEN", "PROBE_CHARS_P
 
 CHARS_PER_TOKEN = 4  # the rough count: the usual rule of thumb for English text
 PROBE_CHARS_PER_TOKEN = 16  # generous: real text rarely needs more characters per piece
+# Fewer texts than this are encoded one by one: a batch call starts the Rust thread pool, which cost
+# 100 us for five words against 40 us alone, more when the other core is busy (summary workers).
+SMALL_BATCH = 32
 
 
 class TokenCounter(Protocol):
@@ -99,6 +102,9 @@ class WordPieceCounter:
         return counts  # type: ignore[return-value]
 
     def _encode_counts(self, texts: list[str]) -> list[int]:
+        if len(texts) < SMALL_BATCH:  # the usual call: a line's new words
+            encode_one = self._tokenizer.encode
+            return [len(encode_one(text, add_special_tokens=False).ids) for text in texts]
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)  # no offsets
         return [len(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from engine.errors import InvalidInputError
 from engine.models import Message
+from indexers.wordpieces import SMALL_BATCH
 from indexers.chunking import (
     INDEX_CAP_CHARS,
     MAX_WINDOW_TOKENS,
@@ -214,6 +215,16 @@ def test_word_by_word_counts_and_cuts_equal_the_tokenizer_on_any_text(text: str)
 
 
 # --- examples ---------------------------------------------------------------------------------
+
+def test_a_few_texts_are_counted_one_by_one_as_a_batch_counts_them() -> None:
+    """Fewer than SMALL_BATCH texts skip the tokenizer's thread pool (encoded one by one): the
+    counts must be the batch's, on any text."""
+    from indexers.model_files import wordpiece_tokenizer
+
+    whole = WordPieceCounter(wordpiece_tokenizer())  # no word memo: every text goes to the tokenizer
+    texts = [f"{w} naïve déjà-vu 東京 ECONNRESET{i} {w.upper()}!!" for i, w in enumerate(WORDS * 4)]
+    assert len(texts) >= SMALL_BATCH
+    assert whole.count_many(texts) == [whole.count_many([text])[0] for text in texts]
 
 def test_a_long_tool_output_is_indexed_whole_in_pieces_that_point_to_it() -> None:
     output = "BEGIN " + words(400) + " ECONNRESET " + words(400, "v") + " END"
