@@ -127,3 +127,20 @@ def test_a_frame_cut_short_is_an_end_of_stream_not_a_half_read_value() -> None:
     for cut in (0, 5, len(whole) - 1):
         with pytest.raises(EOFError):
             read_frame(io.BytesIO(whole[:cut]))
+
+
+@pytest.mark.process
+def test_summaries_made_while_indexing_are_written_even_when_indexing_fails(tmp_path: Path) -> None:
+    batch = _thread(12, 60)
+    with ConversationEngine(tmp_path / "w", settings=Settings(summary_workers=1), embedder=None,
+                            clock=lambda: LATER) as engine:
+        engine.add_user("u", "UTC")
+
+        def full_disk(user_id: str) -> None:
+            raise OSError(28, "No space left on device")
+        engine.pipeline.update_lexical = full_disk  # type: ignore[method-assign]
+        with pytest.raises(Exception, match="space"):
+            engine.ingest("u", batch, index=False)
+        assert engine.summaries.workers._workers  # the summaries were made in a worker
+        stored = _summaries(engine)
+    assert stored and stored == _ingested(tmp_path / "alone", 0, [batch])[0]

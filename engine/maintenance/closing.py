@@ -28,14 +28,17 @@ def summarise_and_index(engine: ConversationEngine, user_id: str, result: Ingest
         if not overlap:
             pending.finish()
             apply_retention(engine, user_id, result.thread_id)
-    with phase("lexical"):
-        engine.pipeline.update_lexical(user_id)
-    if overlap:
-        with phase("summaries"):
-            written = pending.finish()
-        if any(s.kind == "day" for s in written):
-            with phase("lexical"):
-                engine.pipeline.update_lexical(user_id)
+    written = []
+    try:
+        with phase("lexical"):
+            engine.pipeline.update_lexical(user_id)
+    finally:  # the summaries are written even when indexing fails, as they were before it
+        if overlap:
+            with phase("summaries"):
+                written = pending.finish()
+    if any(s.kind == "day" for s in written):
+        with phase("lexical"):
+            engine.pipeline.update_lexical(user_id)
 
 
 def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) -> None:
