@@ -141,16 +141,14 @@ class SummaryWorkers:
     def start(self, summarizer: Summarizer, asks: Sequence[Ask]) -> PendingTexts | None:
         """The asks sent to the workers, one lane each; None when the block should be made here,
         one job at a time (few turns, no workers, or a summarizer that is not pure, e.g. an LLM's)."""
-        if (self.processes < 1 or not getattr(summarizer, "pure", False)
-                or sum(len(ask.turns) for ask in asks) < PARALLEL_MIN_TURNS):
+        if sum(len(ask.turns) for ask in asks) < PARALLEL_MIN_TURNS:
             return None
+        ready = self._ready(summarizer)
+        if ready is None:
+            return None
+        workers, carriers = ready
         placed = [[i for i, ask in enumerate(asks) if ask.lane % self.processes == lane]
                   for lane in range(self.processes)]
-        try:
-            workers, carriers = self._started()
-        except OSError as exc:
-            self.failed(exc)
-            return None
         futures = [carriers.submit(worker.round_trip, summarizer, [asks[i] for i in mine])
                    for worker, mine in zip(workers, placed)]
         return PendingTexts(self, summarizer, asks, placed, futures)
@@ -158,15 +156,19 @@ class SummaryWorkers:
     def warm(self, summarizer: Summarizer) -> None:
         """Start the workers now, when a large batch is on its way: a worker takes ~0.5 s to start,
         spent beside the engine storing the batch instead of before its first summaries."""
-        if self.processes >= 1 and getattr(summarizer, "pure", False):
-            try:
-                self._started()
-            except OSError as exc:
-                self.failed(exc)
+        self._ready(summarizer)
 
-    def _started(self) -> tuple[list[_Worker], ThreadPoolExecutor]:
-        while len(self._workers) < self.processes:
-            self._workers.append(_Worker())
+    def _ready(self, summarizer: Summarizer) -> tuple[list[_Worker], ThreadPoolExecutor] | None:
+        """The running workers and their carriers, started if need be; None when `summarizer`
+        cannot leave the engine's process (none configured, not pure) or the workers cannot start."""
+        if self.processes < 1 or not getattr(summarizer, "pure", False):
+            return None
+        try:
+            while len(self._workers) < self.processes:
+                self._workers.append(_Worker())
+        except OSError as exc:
+            self.failed(exc)
+            return None
         if self._carriers is None:
             self._carriers = ThreadPoolExecutor(self.processes, thread_name_prefix="summary-worker")
         return self._workers, self._carriers
