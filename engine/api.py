@@ -292,6 +292,11 @@ class ConversationEngine:
         candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
         return [user for user in sorted(candidates) if catch_up(self, user)]
 
+    def embedding_paused(self) -> ContextManager[None]:
+        """Inside, embedding stops before its next batch and leaves the rest pending (a server's stop:
+        the batches done are cached, so the next step or start embeds only what is left)."""
+        return self.pipeline.embedding_paused_while()
+
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, *, day: str | date | None = None, recency_days: float | None = None,
                start: str | datetime | None = None, end: str | datetime | None = None, limit: int = DEFAULT_LIMIT,

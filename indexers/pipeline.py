@@ -3,7 +3,9 @@
 * `update_lexical` re-chunks only each thread's tail (from its last window on) and adds the new
   windows to BM25 at once: a message is lexically searchable as soon as ingest returns.
 * `embed_pending` embeds the windows that have no vector yet (cache first), in batches whose
-  results are cached as they come, so an interrupted job loses at most one batch.
+  results are cached as they come, so an interrupted job loses at most one batch. While
+  `embedding_paused` is set, embedding stops before its next batch and leaves the rest pending
+  (a server stopping with a backlog: the next start takes the batches done from the cache).
 * `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
   new version and swaps it in; readers keep the old shard object until the swap.
 * Every shard also holds its user's message metadata (`MessageTable`, never saved): loaded from
@@ -13,16 +15,19 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from engine.models import Message
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
+from indexers.window_vectors import message_lines_to_embed, put_message_vectors, vectors_of
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
 from indexers.heap import release_free_memory
@@ -34,9 +39,11 @@ from indexers.manifest import BuildSpec, Manifest
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "rechunk_tail", "message_lines_to_embed", "put_message_vectors"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tail"]
 
 Progress = Callable[[int, int], None]  # (done, total)
+
+log = logging.getLogger("convsearch.index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,21 +100,13 @@ def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chu
     return len(doomed), len(added)
 
 
-def message_lines_to_embed(chunks: Sequence[Chunk], has_vectors: Callable[[Sequence[str]], np.ndarray]
-                           ) -> tuple[dict[str, int], dict[str, str]]:
-    """Which messages of these windows lend a one-message window's vector (message id -> index in
-    `chunks`) and which need their own line embedded (message id -> line), skipping the messages
-    `has_vectors` (asked once for all of them) says have one."""
-    own: dict[str, int] = {}
-    lines: dict[str, str] = {}
-    for index, chunk in enumerate(chunks):
-        if len(chunk.message_ids) == 1:
-            own.setdefault(chunk.message_ids[0], index)
-            continue
-        for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
-            lines.setdefault(message_id, line)
-    asked = [m for m in lines if m not in own]
-    return own, {m: lines[m] for m, known in zip(asked, has_vectors(asked).tolist()) if not known}
+class EmbeddingPaused(Exception):
+    """Embedding stopped between batches because `embedding_paused` was set; `left` texts were not
+    embedded. Caught where the embedding loops start: it never reaches a caller of the engine."""
+
+    def __init__(self, left: int) -> None:
+        super().__init__(f"embedding paused with {left} texts left")
+        self.left = left
 
 
 class IndexPipeline:
@@ -121,6 +120,16 @@ class IndexPipeline:
         self.cache = store.embedding_cache(embedder.name) if embedder else None
         self._shards: dict[str, Shard] = {}
         self._loading = threading.Lock()  # one load per user; readers never see a half-loaded shard
+        self.embedding_paused = threading.Event()
+
+    @contextmanager
+    def embedding_paused_while(self) -> Iterator[None]:
+        """Inside: embedding stops before its next batch of texts and leaves the rest pending."""
+        self.embedding_paused.set()
+        try:
+            yield
+        finally:
+            self.embedding_paused.clear()
 
     def spec(self) -> BuildSpec:
         return BuildSpec(
@@ -237,7 +246,11 @@ class IndexPipeline:
             with shard.lock:
                 part = part[[int(x) in shard.chunks for x in part]]  # a concurrent update may have replaced some
                 chunks = [shard.chunks[int(x)] for x in part]
-            hits, texts = self._embed_block(user_id, shard, part, chunks)
+            try:
+                hits, texts = self._embed_block(user_id, shard, part, chunks)
+            except EmbeddingPaused as paused:
+                log.info("embedding.paused user=%s windows_left=%d texts_left=%d", user_id, len(labels) - start, paused.left)
+                break
             reused, computed = reused + hits, computed + texts - hits
             if progress:
                 progress(min(start + block, len(labels)), len(labels))
@@ -263,7 +276,7 @@ class IndexPipeline:
                        cache: EmbeddingCache | None = None) -> tuple[np.ndarray, int]:
         """Vectors of texts keyed by content hash, from the cache (default: the windows') where it
         has them; (vectors, hits). What is missing is embedded and cached `batch` texts at a time:
-        a crash loses one batch."""
+        a crash loses one batch, and `embedding_paused` raises EmbeddingPaused between batches."""
         cache = cache or self.cache
         if self.embedder is None or cache is None:
             raise ValueError("no embedder is configured")
@@ -273,6 +286,8 @@ class IndexPipeline:
         hits = sum(1 for h in hashes if h in known)
         missing = sorted({h: t for h, t in zip(hashes, texts) if h not in known}.items())
         for start in range(0, len(missing), batch):
+            if self.embedding_paused.is_set():
+                raise EmbeddingPaused(len(missing) - start)
             part = missing[start:start + batch]
             vectors = self.embedder.embed([text for _, text in part])
             cache.put(user_id, [h for h, _ in part], vectors)
@@ -313,7 +328,7 @@ class IndexPipeline:
                 messages += self._update_thread(shard, thread_id, last_seq)[0]
         with phase("vectors"):
             if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
-                reused, computed = _vectors_of(shard.chunks.values()), 0
+                reused, computed = vectors_of(shard.chunks.values()), 0
             else:
                 reused, computed = self._embed_shard(user_id, shard, progress)
         with phase("save"):
@@ -386,20 +401,3 @@ def _sized_for(params: PipelineParams, embedder: Embedder | None) -> PipelinePar
     if embedder is None or params.hnsw.dim == embedder.dim:
         return params
     return replace(params, hnsw=replace(params.hnsw, dim=embedder.dim))
-
-
-def put_message_vectors(shard: Shard, own: dict[str, int], window_vectors: np.ndarray, line_ids: Sequence[str],
-                        line_vectors: np.ndarray) -> None:
-    """Store each message's vector: its one-message window's, or its own line's."""
-    own_rows = np.asarray(window_vectors)[list(own.values())] if own else np.zeros((0, 1))
-    shard.message_vectors.put(list(own), own_rows)
-    shard.message_vectors.put(list(line_ids), line_vectors)
-
-
-def _vectors_of(chunks: Iterable[Chunk]) -> int:
-    """The vectors `_embed_shard` looks up for these windows: each window's, and each message line
-    of a longer window whose message has no window of its own."""
-    chunks = list(chunks)
-    alone = {c.message_ids[0] for c in chunks if len(c.message_ids) == 1}
-    lines = {m for c in chunks if len(c.message_ids) > 1 for m in c.message_ids}
-    return len(chunks) + len(lines - alone)

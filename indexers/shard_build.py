@@ -25,7 +25,8 @@ from indexers.hnsw import HnswIndex
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
 from engine.store.embedding_cache import content_hash
-from indexers.pipeline import PipelineParams, message_lines_to_embed, put_message_vectors, rechunk_tail
+from indexers.pipeline import PipelineParams, rechunk_tail
+from indexers.window_vectors import message_lines_to_embed, put_message_vectors
 from indexers.shard import Shard
 from indexers.shard_storage import ShardStorage
 

@@ -56,6 +56,9 @@ def _fast_guard(request: pytest.FixtureRequest) -> object:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_LazyModel, "_get", no_model)
         patch.setattr(subprocess.Popen, "__init__", no_process)
+        # Bulk ingests and imports make their summaries in the engine's process (the same summaries;
+        # tests/test_summary_workers.py, marked process, covers the workers).
+        patch.setenv("CONVSEARCH_SUMMARY_WORKERS", "0")
         yield
 
 

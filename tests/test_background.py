@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.surfaces.http.background import Job, Scheduler, serving_jobs
+from tests.support import HashEmbedder, batch, live_server, open_engine
 
 
 def wait_for(check, seconds: float = 10.0) -> bool:
@@ -52,3 +53,66 @@ def test_serve_schedules_the_index_step_and_the_scheduled_close(tmp_path: Path):
     with ConversationEngine(tmp_path, settings=Settings(finalize_every_minutes=0), embedder=None) as engine:
         assert serving_jobs(engine, maintain=False) == []
         Scheduler([]).start().stop()  # nothing to run: no thread, and stop still returns
+
+
+class PausingEmbedder(HashEmbedder):
+    """The hash embedder, counting texts; with `hold_call`, that call waits (3 s at most) until the
+    engine's embedding is paused, so a server stops while a backlog is being embedded."""
+
+    def __init__(self, hold_call: int | None = None) -> None:
+        self.calls = self.texts = 0
+        self.hold_call = hold_call
+        self.engine: ConversationEngine | None = None
+
+    def embed(self, texts):
+        self.calls += 1
+        self.texts += len(texts)
+        if self.calls == self.hold_call and self.engine is not None:
+            wait_for(self.engine.pipeline.embedding_paused.is_set, seconds=3)
+        return super().embed(texts)
+
+
+def test_a_stopping_server_leaves_its_backlog_pending_and_the_next_start_embeds_only_the_rest(tmp_path: Path):
+    """Stopping `serve` used to wait until the index step had embedded the whole backlog (minutes for
+    an import); now the step stops before its next batch, saves, and the batches done stay cached."""
+    held = PausingEmbedder(hold_call=2)
+    with open_engine(tmp_path / "paused", held, summaries=False) as engine:
+        held.engine = engine
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 1500), index=False)
+        with live_server(engine):
+            assert wait_for(lambda: held.calls >= 2)
+        # The server stopped during the second batch: no third, none in the step run at stop.
+        assert held.calls == 2
+        assert engine.pipeline.needs_index("u")
+        assert not engine.pipeline.embedding_paused.is_set()  # a stopped server leaves the engine as it was
+    fresh = PausingEmbedder()
+    with open_engine(tmp_path / "fresh", fresh, summaries=False) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 1500), index=False)
+        engine.maintain()
+        embedded = fresh.texts
+        expected = engine.search("u", "topic7 theme3", limit=10)
+    resumed = PausingEmbedder()
+    with open_engine(tmp_path / "paused", resumed, summaries=False) as engine:
+        assert engine.search("u", "lastof0", mode="lexical").results  # the shard saved at the stop
+        engine.maintain()
+        assert not engine.pipeline.needs_index("u")
+        assert held.texts + resumed.texts == embedded > held.texts  # each text embedded once in all
+        got = engine.search("u", "topic7 theme3", limit=10)
+    def ranked(response):
+        return [(hit.message_id, round(hit.score, 6)) for hit in response.results]
+
+    assert ranked(got) == ranked(expected)
+
+
+def test_summaries_left_unembedded_by_a_pause_are_embedded_by_the_next_step(tmp_path: Path):
+    with open_engine(tmp_path, PausingEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=False)
+        assert engine.summary_index.embeds_pending("u")
+        with engine.embedding_paused():
+            assert engine.summary_index.embed_pending("u") == 0
+        assert engine.summary_index.embeds_pending("u")  # still pending, not marked done
+        assert engine.summary_index.embed_pending("u") > 0
+        assert not engine.summary_index.embeds_pending("u")

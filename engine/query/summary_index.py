@@ -21,7 +21,7 @@ from indexers.bm25 import Bm25Index
 from indexers.heap import release_free_memory
 from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
-from indexers.pipeline import IndexPipeline
+from indexers.pipeline import EmbeddingPaused, IndexPipeline
 
 __all__ = ["SummaryIndex", "SummaryMatches", "CoverPairs", "NO_COVERS", "Spans", "packed_markdown", "summary_text", "summary_key"]
 
@@ -220,7 +220,10 @@ class SummaryIndex:
         texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id, changed)}
         missing = cache.missing(user_id, list(texts))
         if missing:
-            vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=cache)
+            try:
+                vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=cache)
+            except EmbeddingPaused:  # still pending: the next call embeds the rest (the batches done are cached)
+                return 0
             self._fill_vectors(user_id, dict(zip(missing, vectors)))
         self._embedded[user_id] = revision
         return len(missing)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
@@ -49,8 +50,9 @@ class Job:
 class Scheduler:
     """Runs its jobs in one daemon thread, each when it is due, until `stop`."""
 
-    def __init__(self, jobs: Sequence[Job]) -> None:
+    def __init__(self, jobs: Sequence[Job], *, interrupt: Callable[[], ContextManager[None]] = nullcontext) -> None:
         self.jobs = {job.name: job for job in jobs}
+        self._interrupt = interrupt  # held while stopping: cuts the run in progress short
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="convsearch-background", daemon=True)
 
@@ -60,13 +62,15 @@ class Scheduler:
         return self
 
     def stop(self) -> None:
-        """Stop after the run in progress, then run the `on_stop` jobs once (the index saves what changed)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        for job in self.jobs.values():
-            if job.on_stop:
-                job.step()
+        """Stop after the run in progress, then run the `on_stop` jobs once (the index saves what changed),
+        all under `interrupt` (the server's: embedding pauses, so a backlog waits for the next start)."""
+        with self._interrupt():
+            self._stop.set()
+            if self._thread.is_alive():
+                self._thread.join()
+            for job in self.jobs.values():
+                if job.on_stop:
+                    job.step()
 
     def _loop(self) -> None:
         began = time.monotonic()
