@@ -143,7 +143,7 @@ class _Line:
     seq: int
     prefix: str  # "Speaker: "
     body: str  # content, tool outputs capped
-    n_tokens: int
+    n_tokens: int  # exact up to the window budget; above it, only a number above it (the line is split)
     additive: bool = False  # counted as the sum of its words': a window of such lines sums their counts
 
     @property
@@ -156,8 +156,14 @@ def _count_all(counter: TokenCounter, texts: list[str]) -> list[int]:
     return list(count_many(texts)) if count_many is not None else [counter.count(t) for t in texts]
 
 
-def _prepare_lines(messages: Sequence[Message], counter: TokenCounter) -> list[_Line]:
-    """Validate one thread in seq order, drop notes, count lines in one batch."""
+def _count_lines(counter: TokenCounter, texts: list[str], budget: int) -> list[int]:
+    """Each line's count, exact up to `budget` (over it, the line is split and its pieces counted)."""
+    count_upto = getattr(counter, "count_many_upto", None)
+    return list(count_upto(texts, budget)) if count_upto is not None else _count_all(counter, texts)
+
+
+def _prepare_lines(messages: Sequence[Message], counter: TokenCounter, budget: int) -> list[_Line]:
+    """Validate one thread in seq order, drop notes, count lines in one batch (exact up to `budget`)."""
     for before, after in zip(messages, messages[1:]):
         if after.thread_id != before.thread_id:
             raise InvalidInputError(f"chunk one thread at a time: got {before.thread_id!r} and {after.thread_id!r}")
@@ -169,7 +175,7 @@ def _prepare_lines(messages: Sequence[Message], counter: TokenCounter) -> list[_
     texts = [p + b for p, b in zip(prefixes, bodies)]
     additive = getattr(counter, "additive", lambda text: False)
     return [_Line(m.message_id, m.seq, p, b, n, additive(text))
-            for m, p, b, n, text in zip(turns, prefixes, bodies, _count_all(counter, texts), texts)]
+            for m, p, b, n, text in zip(turns, prefixes, bodies, _count_lines(counter, texts, budget), texts)]
 
 
 def _make_chunk(thread_id: str, lines: Sequence[_Line], text: str, n_tokens: int, part: int = 0) -> Chunk:
@@ -297,7 +303,7 @@ def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: Toke
 
     Deterministic: the same messages and params always give the same chunks and ids.
     """
-    lines = _prepare_lines(messages, counter)
+    lines = _prepare_lines(messages, counter, params.window_tokens)
     if not lines:
         return []
     budget = params.window_tokens

@@ -101,6 +101,18 @@ class WordPieceCounter:
                 counts[i] = n
         return counts  # type: ignore[return-value]
 
+    def count_many_upto(self, texts: Sequence[str], limit: int) -> list[int]:
+        """`count_many`, exact for counts up to `limit`; a plain text of more than `limit` words gets
+        its word count, some number above `limit` (every word is a piece or more). What the chunker
+        needs of a line it will split anyway: the pieces are counted once, by the split."""
+        texts = list(texts)
+        over = {i: n for i, text in enumerate(texts)
+                if len(text) > limit and self.additive(text) and (n := len(text.split())) > limit}
+        if not over:
+            return self.count_many(texts)
+        counted = iter(self.count_many([text for i, text in enumerate(texts) if i not in over]))
+        return [over[i] if i in over else next(counted) for i in range(len(texts))]
+
     def _encode_counts(self, texts: list[str]) -> list[int]:
         if len(texts) < SMALL_BATCH:  # the usual call: a line's new words
             encode_one = self._tokenizer.encode

@@ -212,6 +212,25 @@ def test_word_by_word_counts_and_cuts_equal_the_tokenizer_on_any_text(text: str)
     for piece_text, budget in ((text, 7), (glued, 2), (text, 60)):  # counts read off the cuts are true
         pieces = counter().split_counted(piece_text, budget)
         assert pieces == [(p, whole.count(p)) for p in whole.split(piece_text, budget)]
+    for limit in (3, 7, 60):  # exact up to the limit, above it only a number above it
+        exact = whole.count_many(texts)
+        bounded = counter().count_many_upto(texts, limit)
+        assert all(b == n if n <= limit else b > limit for b, n in zip(bounded, exact))
+
+
+class ExactLines(WordPieceCounter):
+    """Counts every line exactly, the oversize ones too (what the chunker did before it took
+    a bound for those)."""
+
+    def count_many_upto(self, texts, limit):
+        return self.count_many(texts)
+
+
+@PROPERTY
+@given(threads(), params_st)
+def test_an_oversize_line_counted_by_its_words_gives_the_same_chunks(messages: list[Message],
+                                                                     params: ChunkParams) -> None:
+    assert chunk_thread(messages, params, counter()) == chunk_thread(messages, params, ExactLines())
 
 
 # --- examples ---------------------------------------------------------------------------------
