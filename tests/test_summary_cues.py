@@ -37,3 +37,19 @@ def test_needles_never_skip_a_match() -> None:
     named = [cues.cue_section(t) for t in texts]
     assert named == [_regexes_alone(t) for t in texts]
     assert len(set(named)) == 5  # every section and None were reached
+
+
+def test_a_message_without_needles_names_the_same_sections() -> None:
+    """Asked of a message's sentences joined, `without_needles` lets each sentence skip the needle
+    scans: every sentence must get the section it gets alone, on messages of mixed phrases."""
+    rng, phrases = random.Random(5), _phrases()
+    checked = quiet = 0
+    for _ in range(5_000):
+        sentences = [(rng.choice(["", "Then ", "Please ", "We "]) + " ".join(rng.choice(phrases + ["cat", "sun", "tea"] * 30)
+                      for _ in range(rng.randint(1, 4)))) for _ in range(rng.randint(1, 4))]
+        no_needles = cues.without_needles("\n".join(sentences))
+        quiet += no_needles
+        for text in sentences:
+            assert cues.cue_section(text, no_needles=no_needles) == cues.cue_section(text) == _regexes_alone(text)
+            checked += 1
+    assert quiet > 500 and checked > quiet  # both paths were taken

@@ -12,7 +12,7 @@ import math
 import re
 from typing import NamedTuple
 
-from engine.summaries.cues import cue_section
+from engine.summaries.cues import cue_section, without_needles
 from engine.summaries.text import CHAT_WORDS, STOPWORDS, ascii_words, content_words, count_words, memo, sentences_in
 
 __all__ = ["Said", "said_in", "topic_words", "QUESTION", "MAX_QUOTE_WORDS"]
@@ -43,22 +43,24 @@ class Said(NamedTuple):
     cue: str | None  # a statement's section by its cue words (a question's depends on the answers)
 
     @classmethod
-    def of(cls, text: str, words: int) -> "Said":
-        """The record of a sentence of `words` words (count_words)."""
+    def of(cls, text: str, words: int, *, no_needles: bool = False) -> "Said":
+        """The record of a sentence of `words` words (count_words); `no_needles` as `cue_section` takes it."""
         topics = _topics(text)
         question = QUESTION.search(text) is not None
         return cls(text, min(words, MAX_QUOTE_WORDS), topics, math.sqrt(len(topics)) if topics else 0.0,
-                   question, text.endswith((":", "：")), None if question else cue_section(text))
+                   question, text.endswith((":", "：")), None if question else cue_section(text, no_needles=no_needles))
 
 
 @memo
 def said_in(content: str) -> tuple[Said, ...]:
     """The sentences of a message a summary may quote (three words or more, some letters), as records."""
+    sentences = sentences_in(content)
+    quiet = without_needles("\n".join(sentences))  # most messages: no sentence needs the cue needles
     out: list[Said] = []
-    for text in sentences_in(content):
+    for text in sentences:
         words = count_words(text)
         if words >= 3 and any(c.isalpha() for c in text):
-            out.append(Said.of(text, words))
+            out.append(Said.of(text, words, no_needles=quiet))
     return tuple(out)
 
 
