@@ -115,16 +115,17 @@ class ConversationEngine:
         batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
         phase = Phases()
         with self._writing(user_id):
+            first_label = self.pipeline.next_label(user_id)  # before the store: a shard loaded later takes the batch in
             with phase("store"):
                 self.summaries.expect(len(batch))
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
-            summarise_and_index(self, user_id, result, phase)
-            if index:
+            written = summarise_and_index(self, user_id, result, phase)
+            if index:  # this batch's windows and summaries only: a backlog is the background step's
                 with phase("embed"):
-                    self.pipeline.embed_pending(user_id)
-                    self.summary_index.embed_pending(user_id)
+                    self.pipeline.embed_pending(user_id, from_label=first_label)
+                    self.summary_index.embed_written(user_id, written)
                 log.info("ingest user=%s new messages and summaries embedded", user_id)
         seconds = phase.elapsed()
         return replace(result, seconds=round(seconds, 4), messages_per_s=per_second(len(result.inserted), seconds),
@@ -293,8 +294,7 @@ class ConversationEngine:
         return [user for user in sorted(candidates) if catch_up(self, user)]
 
     def embedding_paused(self) -> ContextManager[None]:
-        """Inside, embedding stops before its next batch and leaves the rest pending (a server's stop:
-        the batches done are cached, so the next step or start embeds only what is left)."""
+        """Inside, embedding stops before its next batch, the rest left pending (a server's stop; done batches stay cached)."""
         return self.pipeline.embedding_paused_while()
 
     # Search ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from contextlib import contextmanager
@@ -223,12 +224,19 @@ class IndexPipeline:
         added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter)
         return last_seq - watermark, added, removed
 
-    def embed_pending(self, user_id: str, *, progress: Progress | None = None) -> tuple[int, int]:
-        """Give every window of the live shard without a vector its vector; (reused, computed)."""
-        return self._embed_shard(user_id, self.shard(user_id), progress)
+    def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,
+                      limit: int | None = None) -> tuple[int, int]:
+        """Give the live shard's windows without a vector their vector; (reused, computed). Only
+        labels from `from_label` on (a live ingest's own windows: `next_label` before it), and at
+        most `limit` windows (a background step's slice)."""
+        return self._embed_shard(user_id, self.shard(user_id), progress, from_label=from_label, limit=limit)
+
+    def next_label(self, user_id: str) -> int:
+        """The label the user's next window gets: windows added later have this one or higher."""
+        return self.shard(user_id).manifest.next_label
 
     def _embed_shard(self, user_id: str, shard: Shard, progress: Progress | None, block: int = 4096, *,
-                     only_cached: bool = False) -> tuple[int, int]:
+                     only_cached: bool = False, from_label: int = 0, limit: int | None = None) -> tuple[int, int]:
         """Vectors for the shard's windows without one, a block at a time: one cache lookup per
         block (it scans the cache table), embedding in batches within it. `only_cached` takes the
         windows the cache has and embeds none: how a shard loaded after a crash gets back the
@@ -236,7 +244,8 @@ class IndexPipeline:
         if self.embedder is None or self.cache is None:
             return 0, 0
         with shard.lock:
-            labels = shard.without_vectors()
+            labels = shard.without_vectors()  # sorted
+            labels = labels[bisect.bisect_left(labels, from_label):][:limit]
             if only_cached and labels:
                 known = self.cache.get(user_id, [shard.chunks[x].content_hash for x in labels])
                 labels = [x for x in labels if shard.chunks[x].content_hash in known]

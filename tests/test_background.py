@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.maintenance import closing
 from engine.surfaces.http.background import Job, Scheduler, serving_jobs
 from tests.support import HashEmbedder, batch, live_server, open_engine
 
@@ -55,6 +57,10 @@ def test_serve_schedules_the_index_step_and_the_scheduled_close(tmp_path: Path):
         Scheduler([]).start().stop()  # nothing to run: no thread, and stop still returns
 
 
+def ranked(response):
+    return [(hit.message_id, round(hit.score, 6)) for hit in response.results]
+
+
 class PausingEmbedder(HashEmbedder):
     """The hash embedder, counting texts; with `hold_call`, that call waits (3 s at most) until the
     engine's embedding is paused, so a server stops while a backlog is being embedded."""
@@ -100,9 +106,6 @@ def test_a_stopping_server_leaves_its_backlog_pending_and_the_next_start_embeds_
         assert not engine.pipeline.needs_index("u")
         assert held.texts + resumed.texts == embedded > held.texts  # each text embedded once in all
         got = engine.search("u", "topic7 theme3", limit=10)
-    def ranked(response):
-        return [(hit.message_id, round(hit.score, 6)) for hit in response.results]
-
     assert ranked(got) == ranked(expected)
 
 
@@ -116,3 +119,62 @@ def test_summaries_left_unembedded_by_a_pause_are_embedded_by_the_next_step(tmp_
         assert engine.summary_index.embeds_pending("u")  # still pending, not marked done
         assert engine.summary_index.embed_pending("u") > 0
         assert not engine.summary_index.embeds_pending("u")
+
+
+def test_a_live_ingest_embeds_its_own_messages_and_leaves_a_backlog_to_the_background_step(tmp_path: Path):
+    """A live call after an import (messages stored unembedded) used to embed the whole backlog
+    inline: one message after 300 unembedded took 11 s with the real model."""
+    counted = PausingEmbedder()
+    with open_engine(tmp_path / "live", counted) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=False)
+        backlog = engine.pipeline.pending_vector_messages("u")
+        embedded = counted.texts
+        engine.ingest("u", batch(1, 1), index=True)
+        assert counted.texts - embedded < 10  # its windows, lines and the summaries it wrote; none of the backlog
+        assert backlog > 250 and engine.pipeline.pending_vector_messages("u") >= backlog - 3  # but the window it shares
+        engine.maintain()  # the background step's work
+        assert engine.pipeline.pending_vector_messages("u") == 0 and not engine.summary_index.embeds_pending("u")
+        got = engine.search("u", "topic7 theme3", limit=10)
+    with open_engine(tmp_path / "fresh", PausingEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=True)
+        engine.ingest("u", batch(1, 1), index=True)
+        expected = engine.search("u", "topic7 theme3", limit=10)
+    assert ranked(got) == ranked(expected)
+
+
+class GatedEmbedder(HashEmbedder):
+    """Its first call waits for `gate` (10 s at most): the background step holds the user's lock meanwhile."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.gate.wait(10)
+        return super().embed(texts)
+
+
+def test_a_live_ingest_waits_for_one_slice_of_a_backlog_not_for_all_of_it(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(closing, "EMBED_SLICE", 8)
+    gated = GatedEmbedder()
+    with open_engine(tmp_path, gated, summaries=False) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 600), index=False)
+        step = threading.Thread(target=engine.maintain)
+        step.start()
+        assert gated.entered.wait(10)  # the step is embedding its first slice, under the user's lock
+        live = threading.Thread(target=lambda: engine.ingest("u", batch(1, 1), index=True))
+        live.start()
+        time.sleep(0.2)  # the live call is waiting for the user's lock (the test holds either way)
+        gated.gate.set()
+        live.join(10)
+        left = engine.pipeline.pending_vector_messages("u")  # the backlog when the live call returned
+        step.join(30)
+        assert not live.is_alive() and not step.is_alive()
+        assert left > 100  # it returned after a slice or two of the backlog, not after all of it
+        assert engine.pipeline.pending_vector_messages("u") == 0

@@ -15,20 +15,23 @@ if TYPE_CHECKING:
     from engine.api import ConversationEngine
     from indexers.phases import Phases
 
-__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users"]
+__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "EMBED_SLICE"]
+
+EMBED_SLICE = 128  # windows a background step embeds under the user's lock at a time (a few seconds)
 
 
-def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> None:
-    """An ingested batch's summaries, retention and lexical update. A large batch's summaries are
-    made in worker processes while this one indexes the batch; the day summaries' notes (messages
-    too) are indexed after them. With retention on, the old order: what goes is never indexed."""
+def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> list[Summary]:
+    """An ingested batch's summaries, retention and lexical update; the summaries written. A large
+    batch's summaries are made in worker processes while this one indexes the batch; the day
+    summaries' notes (messages too) are indexed after them. With retention on, the old order: what
+    goes is never indexed."""
+    written: list[Summary] = []
     with phase("summaries"):
         pending = engine.summaries.start_after_ingest(user_id, result)
         overlap = pending.in_workers and engine.settings.max_conversations_retained is None
         if not overlap:
-            pending.finish()
+            written = pending.finish()
             apply_retention(engine, user_id, result.thread_id)
-    written = []
     try:
         with phase("lexical"):
             engine.pipeline.update_lexical(user_id)
@@ -39,6 +42,7 @@ def summarise_and_index(engine: ConversationEngine, user_id: str, result: Ingest
     if any(s.kind == "day" for s in written):
         with phase("lexical"):
             engine.pipeline.update_lexical(user_id)
+    return written
 
 
 def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) -> None:
@@ -70,11 +74,16 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
     """Index the user (embed, then save) when the index changed since its last save, is behind the
     store or lacks vectors, and embed summaries without vectors; whether there was anything to do.
-    Takes the user's lock only when there is, so a step blocks nobody else's writes."""
+    Takes the user's lock only when there is, and embeds a backlog EMBED_SLICE windows at a time,
+    releasing the lock between slices: a live ingest for that user waits for one slice at most."""
     needs_index = engine.pipeline.needs_index(user_id)
     if not needs_index and not engine.summary_index.embeds_pending(user_id):
         return False
-    with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
+    while needs_index:
+        with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
+            if sum(engine.pipeline.embed_pending(user_id, limit=EMBED_SLICE)) == 0:
+                break  # nothing left, or embedding paused
+    with engine.locks.user(user_id), disk_errors():
         if needs_index:
             engine.pipeline.index(user_id)
         engine.summary_index.embed_pending(user_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import threading
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -212,20 +212,34 @@ class SummaryIndex:
         """Embed the user's summaries that have no vector yet (the write paths call this, never a
         search); returns how many texts were embedded. The store is read whole once per user and
         process, then only for the summaries written since."""
-        cache = self.cache
         revision, done = self._revision(user_id), self._embedded.get(user_id)
-        if cache is None or done == revision:
+        if self.cache is None or done == revision:
             return 0
         changed = None if done is None else self.pipeline.store.timeline.changes.since(user_id, done)
-        texts = {summary_key(s): summary_text(s) for s in self.pipeline.store.timeline.summaries_of_user(user_id, changed)}
-        missing = cache.missing(user_id, list(texts))
+        embedded = self._embed(user_id, self.pipeline.store.timeline.summaries_of_user(user_id, changed))
+        if embedded is None:  # paused: still pending, the next call embeds the rest (the batches done are cached)
+            return 0
+        self._embedded[user_id] = revision
+        return embedded
+
+    def embed_written(self, user_id: str, summaries: Sequence[Summary]) -> int:
+        """Embed these summaries (a live ingest's own) and leave any other pending ones to
+        `embed_pending` (the background step): an import's hundreds are not a live call's to wait for."""
+        return self._embed(user_id, summaries) or 0
+
+    def _embed(self, user_id: str, summaries: Iterable[Summary]) -> int | None:
+        """Embed those of `summaries` the cache lacks and give the entry their vectors; how many
+        (None: paused before all were embedded)."""
+        if self.cache is None:
+            return 0
+        texts = {summary_key(s): summary_text(s) for s in summaries}
+        missing = self.cache.missing(user_id, list(texts))
         if missing:
             try:
-                vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=cache)
-            except EmbeddingPaused:  # still pending: the next call embeds the rest (the batches done are cached)
-                return 0
+                vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=self.cache)
+            except EmbeddingPaused:
+                return None
             self._fill_vectors(user_id, dict(zip(missing, vectors)))
-        self._embedded[user_id] = revision
         return len(missing)
 
     def match(self, user_id: str, query_tokens: list[str], intervals: dict[str, tuple[int, int]] | None, *,
