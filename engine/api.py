@@ -21,7 +21,7 @@ from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
 from engine.facade_edges import (EveryUser, as_path, by_thread, capped, file_errors, guarded_write, pipeline_params,
-                                 to_new_message)
+                                 to_new_message, to_new_messages)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.store.ingest import Ingestor
@@ -110,11 +110,10 @@ class ConversationEngine:
     def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
                thread_id: str | None = None, index: bool = True) -> IngestResult:
         """Store messages; they are lexically searchable on return, and embedded too when `index`."""
-        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-            raise InvalidInputError("messages must be a list of messages (objects with role and content)")
-        batch = [to_new_message(m, index=i) for i, m in enumerate(messages)]
+        batch = to_new_messages(messages)
         phase = Phases()
         with self._writing(user_id):
+            self.store.get_user(user_id)  # a bad or unknown user fails here, before the index is opened
             first_label = self.pipeline.next_label(user_id)  # before the store: a shard loaded later takes the batch in
             with phase("store"):
                 self.summaries.expect(len(batch))
@@ -157,7 +156,7 @@ class ConversationEngine:
         """End the open conversation; it gets a title and summary when a summarizer is configured."""
         with self._writing(user_id):
             summary = self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
-            self.summary_index.embed_pending(user_id)
+            self.summary_index.embed_written(user_id, [summary] if summary else [])
         return summary
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
@@ -393,7 +392,7 @@ class ConversationEngine:
         """A summary of the turns start_seq <= seq < end_seq, stored (kind "range") and searchable."""
         with self._writing(user_id):
             summary = self.summaries.summarize_message_range(user_id, start_seq, end_seq, thread_id=thread_id)
-            self.summary_index.embed_pending(user_id)
+            self.summary_index.embed_written(user_id, [summary])
         return summary
 
     def list_conversations(self, user_id: str, limit: int = 10) -> list[Conversation]:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Iterator, Mapping, cast
+from typing import Any, ContextManager, Iterable, Iterator, Mapping, Sequence, cast
 
 from engine.collector import fewer_collections
 from engine.config import Settings
@@ -23,7 +23,7 @@ from indexers.hnsw import HnswParams
 from indexers.lexical import TokenizerParams
 from indexers.pipeline import PipelineParams
 
-__all__ = ["pipeline_params", "to_new_message", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
+__all__ = ["pipeline_params", "to_new_message", "to_new_messages", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
            "guarded_write", "EveryUser"]
 
 
@@ -34,6 +34,13 @@ def pipeline_params(settings: Settings) -> PipelineParams:
         bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
         hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),
     )
+
+
+def to_new_messages(messages: Sequence[NewMessage | Mapping[str, Any]]) -> list[NewMessage]:
+    """`ingest`'s batch: a list of messages, each as `to_new_message` takes it."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidInputError("messages must be a list of messages (objects with role and content)")
+    return [to_new_message(m, index=i) for i, m in enumerate(messages)]
 
 
 def to_new_message(item: NewMessage | Mapping[str, Any], *, index: int = 0) -> NewMessage:
