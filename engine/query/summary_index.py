@@ -230,9 +230,9 @@ class SummaryIndex:
     def _embed(self, user_id: str, summaries: Iterable[Summary]) -> int | None:
         """Embed those of `summaries` the cache lacks and give the entry their vectors; how many
         (None: paused before all were embedded)."""
-        if self.cache is None:
-            return 0
         texts = {summary_key(s): summary_text(s) for s in summaries}
+        if self.cache is None or not texts:
+            return 0
         missing = self.cache.missing(user_id, list(texts))
         if missing:
             try:
