@@ -112,13 +112,16 @@ def test_a_stopping_server_leaves_its_backlog_pending_and_the_next_start_embeds_
 def test_summaries_left_unembedded_by_a_pause_are_embedded_by_the_next_step(tmp_path: Path):
     with open_engine(tmp_path, PausingEmbedder()) as engine:
         engine.add_user("u", "UTC")
-        engine.ingest("u", batch(0, 300), index=False)
+        for k in range(4):  # days ~3.5 apart: each batch closes the last one's day and conversation
+            engine.ingest("u", batch(k, 100), index=False)
         assert engine.summary_index.embeds_pending("u")
         with engine.embedding_paused():
             assert engine.summary_index.embed_pending("u") == 0
         assert engine.summary_index.embeds_pending("u")  # still pending, not marked done
-        assert engine.summary_index.embed_pending("u") > 0
-        assert not engine.summary_index.embeds_pending("u")
+        assert engine.summary_index.embed_pending("u", limit=2) == 2  # a background step's slice
+        assert engine.summary_index.embeds_pending("u")
+        engine.maintain()  # the rest, a slice at a time
+        assert not engine.summary_index.embeds_pending("u") and engine.summary_index.embed_pending("u") == 0
 
 
 def test_a_live_ingest_embeds_its_own_messages_and_leaves_a_backlog_to_the_background_step(tmp_path: Path):

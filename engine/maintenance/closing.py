@@ -5,7 +5,7 @@ and the vectors and saves a user's index still lacks."""
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from engine.facade_edges import disk_errors
 from engine.models import IngestResult, Summary
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "EMBED_SLICE"]
 
-EMBED_SLICE = 128  # windows a background step embeds under the user's lock at a time (a few seconds)
+EMBED_SLICE = 128  # windows (or summaries) a background step embeds under the user's lock at a time: seconds
 
 
 def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> list[Summary]:
@@ -74,17 +74,25 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
     """Index the user (embed, then save) when the index changed since its last save, is behind the
     store or lacks vectors, and embed summaries without vectors; whether there was anything to do.
-    Takes the user's lock only when there is, and embeds a backlog EMBED_SLICE windows at a time,
-    releasing the lock between slices: a live ingest for that user waits for one slice at most."""
+    Takes the user's lock only when there is, and embeds a backlog (windows, then summaries)
+    EMBED_SLICE at a time, releasing the lock between slices: a live ingest for that user waits for
+    one slice at most."""
     needs_index = engine.pipeline.needs_index(user_id)
     if not needs_index and not engine.summary_index.embeds_pending(user_id):
         return False
-    while needs_index:
-        with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
-            if sum(engine.pipeline.embed_pending(user_id, limit=EMBED_SLICE)) == 0:
-                break  # nothing left, or embedding paused
+    if needs_index:
+        _in_slices(engine, user_id, lambda: sum(engine.pipeline.embed_pending(user_id, limit=EMBED_SLICE)))
+    _in_slices(engine, user_id, lambda: engine.summary_index.embed_pending(user_id, limit=EMBED_SLICE))
     with engine.locks.user(user_id), disk_errors():
         if needs_index:
             engine.pipeline.index(user_id)
         engine.summary_index.embed_pending(user_id)
     return True
+
+
+def _in_slices(engine: ConversationEngine, user_id: str, embed_slice: Callable[[], int]) -> None:
+    """Run `embed_slice` under the user's lock until it embeds nothing (none left, or paused)."""
+    while True:
+        with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
+            if embed_slice() == 0:
+                return

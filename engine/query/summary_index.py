@@ -208,18 +208,20 @@ class SummaryIndex:
         (what the background step asks, without reading the store)."""
         return self.cache is not None and self._embedded.get(user_id, 0) != self._revision(user_id)
 
-    def embed_pending(self, user_id: str) -> int:
+    def embed_pending(self, user_id: str, *, limit: int | None = None) -> int:
         """Embed the user's summaries that have no vector yet (the write paths call this, never a
-        search); returns how many texts were embedded. The store is read whole once per user and
-        process, then only for the summaries written since."""
+        search), at most `limit` a call (the background step's slices); returns how many texts were
+        embedded. The store is read whole once per user and process, then only for the summaries
+        written since."""
         revision, done = self._revision(user_id), self._embedded.get(user_id)
         if self.cache is None or done == revision:
             return 0
         changed = None if done is None else self.pipeline.store.timeline.changes.since(user_id, done)
-        embedded = self._embed(user_id, self.pipeline.store.timeline.summaries_of_user(user_id, changed))
+        embedded = self._embed(user_id, self.pipeline.store.timeline.summaries_of_user(user_id, changed), limit)
         if embedded is None:  # paused: still pending, the next call embeds the rest (the batches done are cached)
             return 0
-        self._embedded[user_id] = revision
+        if limit is None or embedded < limit:  # none left
+            self._embedded[user_id] = revision
         return embedded
 
     def embed_written(self, user_id: str, summaries: Sequence[Summary]) -> int:
@@ -227,13 +229,13 @@ class SummaryIndex:
         `embed_pending` (the background step): an import's hundreds are not a live call's to wait for."""
         return self._embed(user_id, summaries) or 0
 
-    def _embed(self, user_id: str, summaries: Iterable[Summary]) -> int | None:
-        """Embed those of `summaries` the cache lacks and give the entry their vectors; how many
-        (None: paused before all were embedded)."""
+    def _embed(self, user_id: str, summaries: Iterable[Summary], limit: int | None = None) -> int | None:
+        """Embed those of `summaries` the cache lacks (the first `limit`) and give the entry their
+        vectors; how many (None: paused before all were embedded)."""
         texts = {summary_key(s): summary_text(s) for s in summaries}
         if self.cache is None or not texts:
             return 0
-        missing = self.cache.missing(user_id, list(texts))
+        missing = self.cache.missing(user_id, list(texts))[:limit]
         if missing:
             try:
                 vectors, _ = self.pipeline.cached_vectors(user_id, missing, [texts[h] for h in missing], cache=self.cache)
