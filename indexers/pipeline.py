@@ -349,7 +349,8 @@ class IndexPipeline:
 
     def forget_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
         """After messages left the store: drop every window that held them, forget their cached
-        embeddings, re-chunk the survivors of that stretch and save. Returns windows dropped."""
+        embeddings, re-chunk the survivors of that stretch, embed those windows and save. Returns
+        windows dropped."""
         shard = self.shard(user_id)
         with shard.lock:
             shard.messages.forget(thread_id, seqs)
@@ -366,13 +367,14 @@ class IndexPipeline:
                 self.cache.forget(user_id, hashes)
             survivors = chunk_thread(self.store.messages_in_range(thread_id, lo, hi + 1), self.params.chunk, self.counter)
             live_ids = {c.chunk_id for c in shard.chunks.values() if c.thread_id == thread_id}
+            rebuilt = shard.manifest.next_label
             shard.add([c for c in survivors if c.chunk_id not in live_ids])
             tail = max((c.from_seq for c in shard.chunks.values() if c.thread_id == thread_id), default=0)
             shard.manifest = shard.manifest.advanced(
                 thread_id, watermark=shard.manifest.watermarks.get(thread_id, 0), tail=tail,
                 chunks=len(shard.chunks), next_label=shard.manifest.next_label,
             )
-        self.embed_pending(user_id)
+        self.embed_pending(user_id, from_label=rebuilt)  # those windows only: a backlog is the background step's
         shard.save(self.root)
         return len(doomed)
 

@@ -181,3 +181,17 @@ def test_a_live_ingest_waits_for_one_slice_of_a_backlog_not_for_all_of_it(tmp_pa
         assert not live.is_alive() and not step.is_alive()
         assert left > 100  # it returned after a slice or two of the backlog, not after all of it
         assert engine.pipeline.pending_vector_messages("u") == 0
+
+
+def test_a_deletion_embeds_the_windows_it_rebuilds_and_leaves_a_backlog_to_the_background_step(tmp_path: Path):
+    counted = PausingEmbedder()
+    with open_engine(tmp_path, counted, summaries=False) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=False)
+        backlog = engine.pipeline.pending_vector_messages("u")
+        engine.delete_messages("u", ["b0000-00150"])
+        assert counted.texts < 10  # the windows rebuilt around it, none of the backlog
+        assert backlog > 250 and engine.pipeline.pending_vector_messages("u") >= backlog - 10  # the stretch rebuilt
+        engine.maintain()
+        assert engine.pipeline.pending_vector_messages("u") == 0
+        assert not any(h.message_id == "b0000-00150" for h in engine.search("u", "batch 0 message 150", limit=20).results)
