@@ -1,8 +1,11 @@
 """Safe server defaults: without a token only the bound names are answered (DNS rebinding), a
-non-loopback bind needs a token or --insecure, and /docs works offline, with a token too."""
+non-loopback bind needs a token or --insecure, /docs works offline, with a token too, and a
+kept-alive connection gets its answers without waiting for ACKs."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from pathlib import Path
 from typing import Iterator
 
@@ -11,6 +14,7 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.surfaces.cli import main
+from engine.surfaces.cli.service_commands import _listen
 from engine.config import Settings
 from tests.support import live
 
@@ -77,3 +81,28 @@ def test_serve_refuses_a_non_loopback_bind_without_a_token(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"refusing to serve {host} without a token" in err and "--insecure" in err
     assert not (tmp_path / "home").exists()  # refused before opening anything
+
+
+def test_serves_connections_with_nodelay() -> None:
+    """`serve` hands uvicorn its own listener; asyncio sets TCP_NODELAY on what it accepts only when
+    the listener's proto is TCP. Without it, every answer after the first on a kept-alive connection
+    (httpx.Client, an agent's connection pool) waited ~40 ms: Nagle against the delayed ACK."""
+
+    async def accepted_nodelay() -> int:
+        listener = _listen("127.0.0.1", 0)
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Accept(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Accept, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            nodelay = await asyncio.wait_for(accepted, timeout=10)
+            writer.close()
+        return nodelay
+
+    assert asyncio.run(accepted_nodelay()) != 0
