@@ -146,11 +146,16 @@ def test_thread_tail_finds_the_last_time_when_the_latest_seqs_are_gone(tmp_path)
         assert store.thread_tail("alice:continuous") == (TAIL_PROBE + 40, None)
 
 
-def test_insert_or_ignore_keeps_stored_rows_inside_and_outside_a_transaction(tmp_path):
+@pytest.mark.parametrize("small_rows", [0, 8], ids=["arrow", "values"])
+def test_insert_or_ignore_keeps_stored_rows_inside_and_outside_a_transaction(tmp_path, monkeypatch, small_rows):
     """A batch holding a key already stored: its new rows go in, the stored row keeps its value, and
-    a transaction around it stays usable (the plain insert tried first must not abort it)."""
+    a transaction around it stays usable (the plain insert tried first must not abort it); through a
+    registered Arrow table and as a VALUES statement alike."""
     import pyarrow as pa
 
+    import engine.store.db as db_module
+
+    monkeypatch.setattr(db_module, "SMALL_INSERT_ROWS", small_rows)
     db = Database(tmp_path / "store.duckdb")
     db.execute("INSERT INTO users VALUES ('kept', 'UTC', TIMESTAMP '2024-01-01')")
     clash = pa.table({"user_id": ["kept", "new-1"], "timezone": ["Europe/Paris", "UTC"],
@@ -182,3 +187,33 @@ def test_last_seqs_gives_each_thread_its_highest_seq_ever_given(tmp_path):
         assert list(seqs) == [t.thread_id for t in store.threads_of("alice")]
         assert seqs == {t.thread_id: store.thread_tail(t.thread_id)[0] for t in store.threads_of("alice")}
         assert seqs == {"alice:continuous": 5, "side-project": 3}
+
+
+def test_a_few_rows_are_stored_as_a_large_batch_stores_them(tmp_path, monkeypatch):
+    """Small inserts are VALUES statements, large ones Arrow tables: every column of what they store
+    is the same (times, days, lists, empty lists, NULLs, JSON, non-ASCII text, float32 vectors)."""
+    import numpy as np
+
+    import engine.store.db as db_module
+
+    messages = [
+        NewMessage("user", "Zoë écrit: 「テスト」 ✓", T0, message_id="a", speaker="Zoë", tools_used=("grep", "ls"),
+                   metadata={"k": [1, "ü"]}, external_id="ext-1"),
+        NewMessage("assistant", "plain", T0 + timedelta(hours=20), message_id="b"),
+        NewMessage("user", "later\nline two", T0 + timedelta(days=3), message_id="c", tools_used=()),
+    ]
+    vectors = np.random.default_rng(7).standard_normal((3, 384)).astype(np.float32)
+    tables = {}
+    for name, small_rows in (("values", 8), ("arrow", 0)):
+        monkeypatch.setattr(db_module, "SMALL_INSERT_ROWS", small_rows)
+        with Store(tmp_path / f"{name}.duckdb") as store:
+            store.ensure_user("alice", "Asia/Tokyo")
+            Ingestor(store, idle_timeout=timedelta(minutes=30)).add_messages("alice", messages)
+            store.embedding_cache("m").put("alice", ["h1", "h2", "h3"], vectors)
+            tables[name] = {table: store.db.execute(f"SELECT * {exclude} FROM {table} ORDER BY ALL")
+                            for table, exclude in (("messages", ""), ("conversations", ""), ("embedding_cache", ""),
+                                                   ("day_segments", "EXCLUDE (updated_at)"))}  # the clock's
+            cached = store.embedding_cache("m").get("alice", ["h1", "h2", "h3"])
+            assert all(np.array_equal(cached[h], v) for h, v in zip(["h1", "h2", "h3"], vectors))
+    assert tables["values"] == tables["arrow"]
+    assert len(tables["values"]["messages"]) == 3 and len(tables["values"]["day_segments"]) == 3
