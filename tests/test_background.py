@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.locks import WriterLocks
 from engine.maintenance import closing
 from engine.surfaces.http.background import Job, Scheduler, serving_jobs
 from tests.support import HashEmbedder, batch, live_server, open_engine
@@ -152,10 +153,12 @@ class GatedEmbedder(HashEmbedder):
 
     def __init__(self) -> None:
         self.calls = 0
+        self.callers: list[str] = []  # the thread of each call
         self.entered, self.gate = threading.Event(), threading.Event()
 
     def embed(self, texts):
         self.calls += 1
+        self.callers.append(threading.current_thread().name)
         if self.calls == 1:
             self.entered.set()
             self.gate.wait(10)
@@ -171,16 +174,40 @@ def test_a_live_ingest_waits_for_one_slice_of_a_backlog_not_for_all_of_it(tmp_pa
         step = threading.Thread(target=engine.maintain)
         step.start()
         assert gated.entered.wait(10)  # the step is embedding its first slice, under the user's lock
-        live = threading.Thread(target=lambda: engine.ingest("u", batch(1, 1), index=True))
+        live = threading.Thread(target=lambda: engine.ingest("u", batch(1, 1), index=True), name="live")
         live.start()
-        time.sleep(0.2)  # the live call is waiting for the user's lock (the test holds either way)
+        assert wait_for(lambda: engine.locks._waiting.get("u") == 1)  # the live call waits for the lock
         gated.gate.set()
         live.join(10)
         left = engine.pipeline.pending_vector_messages("u")  # the backlog when the live call returned
         step.join(30)
         assert not live.is_alive() and not step.is_alive()
         assert left > 100  # it returned after a slice or two of the backlog, not after all of it
+        assert gated.callers.index("live") == 1  # right after the slice it waited for (let_waiters_in)
         assert engine.pipeline.pending_vector_messages("u") == 0
+
+
+def test_a_writer_waiting_for_the_user_goes_before_the_slice_loop_that_released_it():
+    """The background step releases the user's lock between slices and calls let_waiters_in before
+    taking it again; without it, the loop's thread re-took the lock first and a live ingest waited
+    several slices."""
+    locks = WriterLocks()
+    order: list[str] = []
+
+    def live() -> None:
+        with locks.user("u"):
+            order.append("live")
+
+    with locks.user("u"):  # a slice
+        waiter = threading.Thread(target=live)
+        waiter.start()
+        assert wait_for(lambda: locks._waiting.get("u") == 1)  # the live call waits for the lock
+    locks.let_waiters_in("u")
+    with locks.user("u"):  # the next slice
+        order.append("slice")
+    waiter.join(10)
+    assert order == ["live", "slice"]
+    assert locks._waiting == {}
 
 
 def test_a_deletion_embeds_the_windows_it_rebuilds_and_leaves_a_backlog_to_the_background_step(tmp_path: Path):

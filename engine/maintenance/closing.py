@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "EMBED_SLICE"]
 
-EMBED_SLICE = 128  # windows (or summaries) a background step embeds under the user's lock at a time: seconds
+# Windows (or summaries) a background step embeds under the user's lock at a time: 0.6 s with the
+# real model on 2 cores, which a live ingest for that user may wait (128 took 4-8 s).
+EMBED_SLICE = 16
 
 
 def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> list[Summary]:
@@ -91,8 +93,10 @@ def catch_up(engine: ConversationEngine, user_id: str) -> bool:
 
 
 def _in_slices(engine: ConversationEngine, user_id: str, embed_slice: Callable[[], int]) -> None:
-    """Run `embed_slice` under the user's lock until it embeds nothing (none left, or paused)."""
+    """Run `embed_slice` under the user's lock until it embeds nothing (none left, or paused);
+    writers waiting for the lock go first between slices."""
     while True:
         with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
             if embed_slice() == 0:
                 return
+        engine.locks.let_waiters_in(user_id)
