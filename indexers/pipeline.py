@@ -381,6 +381,10 @@ class IndexPipeline:
     def loaded_users(self) -> set[str]:
         return set(self._shards)
 
+    def loaded(self, user_id: str) -> Shard | None:
+        """The user's live shard if loaded (no load)."""
+        return self._shards.get(user_id)
+
     def needs_index(self, user_id: str) -> bool:
         """The loaded shard changed since its last save or has windows without vectors; or the
         saved one (not loaded) is behind the store."""
