@@ -3,7 +3,7 @@
 The background step (engine.maintenance.closing) plans a slice of windows without vectors under
 the user's lock, runs the model without it, and keeps what the model made under the lock again.
 A live call for that user then waits for a plan or a keep (milliseconds), not for the model
-(0.6 s a slice of 16 windows with MiniLM on 2 cores). Only windows still in the user's live shard
+(seconds a slice with MiniLM on 2 cores). Only windows still in the user's live shard
 keep their vectors, and only their texts enter the embedding cache: a window that a deletion
 removed while the model ran leaves no vector behind, as the deletion's own forgetting promises.
 """
