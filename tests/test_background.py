@@ -214,10 +214,10 @@ def test_a_deletion_while_the_model_works_leaves_no_vector_of_what_it_deleted(tm
     assert not vectors.has(["b0000-00002"]).any() and vectors.has(["b0000-00001", "b0000-00003"]).all()
 
 
-def test_a_writer_waiting_for_the_user_goes_before_the_slice_loop_that_released_it():
+def test_a_slice_loop_lets_the_writers_waiting_for_the_user_take_the_lock_first():
     """The background step releases the user's lock between slices and calls let_waiters_in before
-    taking it again; without it, the loop's thread re-took the lock first and a live ingest waited
-    several slices."""
+    taking it again: it returns only once the writers already waiting hold the lock. Without it, the
+    loop's thread often re-took the lock first (a live ingest waited three slices, 2.05 s)."""
     locks = WriterLocks()
     order: list[str] = []
 
@@ -225,16 +225,21 @@ def test_a_writer_waiting_for_the_user_goes_before_the_slice_loop_that_released_
         with locks.user("u"):
             order.append("live")
 
+    def loop_between_slices() -> None:
+        locks.let_waiters_in("u")
+        order.append("next slice")
+
     with locks.user("u"):  # a slice
         waiter = threading.Thread(target=live)
         waiter.start()
         assert wait_for(lambda: locks._waiting.get("u") == 1)  # the live call waits for the lock
-    locks.let_waiters_in("u")
-    with locks.user("u"):  # the next slice
-        order.append("slice")
+        loop = threading.Thread(target=loop_between_slices)
+        loop.start()
+        time.sleep(0.2)
+        assert loop.is_alive()  # the waiting writer has not had the lock yet
     waiter.join(10)
-    assert order == ["live", "slice"]
-    assert locks._waiting == {}
+    loop.join(10)
+    assert order == ["live", "next slice"] and locks._waiting == {}
 
 
 def test_a_deletion_embeds_the_windows_it_rebuilds_and_leaves_a_backlog_to_the_background_step(tmp_path: Path):
