@@ -166,29 +166,8 @@ class Database:
         if batch.num_rows == 0:
             return
         columns = ", ".join(batch.column_names)
-        if batch.num_rows <= SMALL_INSERT_ROWS:
-            self._insert_values(table_name, columns, batch, or_ignore=or_ignore)
-            return
-        insert = f"INTO {table_name} ({columns}) SELECT {columns} FROM _batch"
-        with self._lock:
-            self._con.register("_batch", batch)
-            try:
-                if not or_ignore:
-                    self._con.execute(f"INSERT {insert}")
-                elif self._depth:
-                    self._con.execute(f"INSERT OR IGNORE {insert}")
-                else:
-                    self._insert_or_ignore(insert)
-            finally:
-                self._con.unregister("_batch")
-
-    def _insert_values(self, table_name: str, columns: str, batch: pa.Table, *, or_ignore: bool) -> None:
-        """A few rows as one parametrised VALUES statement: what the live path inserts (a message, its
-        windows' vectors), where registering an Arrow table costs more than the insert itself."""
-        row = "(" + ", ".join("?" * batch.num_columns) + ")"
-        values = [value for record in batch.to_pylist() for value in record.values()]
-        insert = f"INTO {table_name} ({columns}) VALUES {', '.join([row] * batch.num_rows)}"
-        with self._lock:
+        with self._lock, self._rows_of(batch, columns) as (rows, values):
+            insert = f"INTO {table_name} ({columns}) {rows}"
             if not or_ignore:
                 self._con.execute(f"INSERT {insert}", values)
             elif self._depth:
@@ -196,12 +175,28 @@ class Database:
             else:
                 self._insert_or_ignore(insert, values)
 
-    def _insert_or_ignore(self, insert: str, values: Sequence[Any] = ()) -> None:
+    @contextmanager
+    def _rows_of(self, batch: pa.Table, columns: str) -> Iterator[tuple[str, list[Any]]]:
+        """The batch as an INSERT's rows and their parameters: up to SMALL_INSERT_ROWS rows as one
+        parametrised VALUES list (the live path's message and vectors, where registering an Arrow
+        table costs more than the insert), more as the registered table `_batch`."""
+        if batch.num_rows <= SMALL_INSERT_ROWS:
+            row = "(" + ", ".join("?" * batch.num_columns) + ")"
+            yield (f"VALUES {', '.join([row] * batch.num_rows)}",
+                   [value for record in batch.to_pylist() for value in record.values()])
+            return
+        self._con.register("_batch", batch)
+        try:
+            yield f"SELECT {columns} FROM _batch", []
+        finally:
+            self._con.unregister("_batch")
+
+    def _insert_or_ignore(self, insert: str, values: list[Any]) -> None:
         """Outside a transaction: the cheap plain insert, and "or ignore" when a key was already there."""
         try:
-            self._con.execute(f"INSERT {insert}", list(values))
+            self._con.execute(f"INSERT {insert}", values)
         except duckdb.ConstraintException:
-            self._con.execute(f"INSERT OR IGNORE {insert}", list(values))
+            self._con.execute(f"INSERT OR IGNORE {insert}", values)
 
     def execute_with(self, batch: pa.Table, sql: str, params: Sequence[Any] | None = None) -> None:
         """Run `sql` with `batch` readable as the table `_batch` (one UPDATE ... FROM _batch for many rows)."""
