@@ -28,7 +28,7 @@ import numpy as np
 from engine.models import Message
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
-from indexers.window_vectors import message_lines_to_embed, put_message_vectors, vectors_of
+from indexers.window_vectors import message_lines_to_embed, put_message_vectors, texts_to_embed, vectors_of
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
 from indexers.heap import release_free_memory
@@ -271,9 +271,8 @@ class IndexPipeline:
         write for both, which on the live path is a statement and a model call less a message.
         Returns (vectors found in the cache, vectors asked for)."""
         own, lines = message_lines_to_embed(chunks, shard.message_vectors.has)
-        ids = sorted(lines)
-        vectors, hits = self.cached_vectors(user_id, [c.content_hash for c in chunks] + [content_hash(lines[m]) for m in ids],
-                                            [c.text for c in chunks] + [lines[m] for m in ids])
+        ids, hashes, texts = texts_to_embed(chunks, lines)
+        vectors, hits = self.cached_vectors(user_id, hashes, texts)
         window_vectors, line_vectors = vectors[:len(chunks)], vectors[len(chunks):]
         with shard.lock:
             live = np.array([int(x) in shard.chunks for x in part], dtype=bool)

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from engine.store.embedding_cache import content_hash
 from indexers.chunking import Chunk
 from indexers.shard import Shard
-from indexers.window_vectors import message_lines_to_embed, put_message_vectors
+from indexers.window_vectors import message_lines_to_embed, put_message_vectors, texts_to_embed
 
 if TYPE_CHECKING:
     from indexers.pipeline import IndexPipeline
@@ -54,13 +53,11 @@ def plan_slice(pipeline: IndexPipeline, user_id: str, limit: int) -> VectorSlice
         labels = shard.without_vectors()[:limit]  # the oldest first
         chunks = tuple(shard.chunks[x] for x in labels)
         own, lines = message_lines_to_embed(chunks, shard.message_vectors.has)
-    line_ids = tuple(sorted(lines))
     if not chunks:
         return None
-    hashes = tuple([c.content_hash for c in chunks] + [content_hash(lines[m]) for m in line_ids])
-    texts = tuple([c.text for c in chunks] + [lines[m] for m in line_ids])
-    return VectorSlice(user_id, shard, np.asarray(labels, dtype=np.int64), chunks, own, line_ids, hashes, texts,
-                       pipeline.cache.get(user_id, hashes))
+    line_ids, hashes, texts = texts_to_embed(chunks, lines)
+    return VectorSlice(user_id, shard, np.asarray(labels, dtype=np.int64), chunks, own, tuple(line_ids), tuple(hashes),
+                       tuple(texts), pipeline.cache.get(user_id, hashes))
 
 
 def embed_slice(pipeline: IndexPipeline, planned: VectorSlice) -> dict[str, np.ndarray] | None:

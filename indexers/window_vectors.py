@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from engine.store.embedding_cache import content_hash
 from indexers.chunking import Chunk
 from indexers.shard import Shard
 
-__all__ = ["message_lines_to_embed", "put_message_vectors", "vectors_of"]
+__all__ = ["message_lines_to_embed", "texts_to_embed", "put_message_vectors", "vectors_of"]
 
 
 def message_lines_to_embed(chunks: Sequence[Chunk], has_vectors: Callable[[Sequence[str]], np.ndarray]
@@ -28,6 +29,13 @@ def message_lines_to_embed(chunks: Sequence[Chunk], has_vectors: Callable[[Seque
             lines.setdefault(message_id, line)
     asked = [m for m in lines if m not in own]
     return own, {m: lines[m] for m, known in zip(asked, has_vectors(asked).tolist()) if not known}
+
+
+def texts_to_embed(chunks: Sequence[Chunk], lines: Mapping[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """(line ids in order, hashes, texts) of what a block embeds: the windows', then the lines'."""
+    line_ids = sorted(lines)
+    return (line_ids, [c.content_hash for c in chunks] + [content_hash(lines[m]) for m in line_ids],
+            [c.text for c in chunks] + [lines[m] for m in line_ids])
 
 
 def put_message_vectors(shard: Shard, own: dict[str, int], window_vectors: np.ndarray, line_ids: Sequence[str],
