@@ -120,7 +120,8 @@ class IndexPipeline:
         self.counter = WordPieceCounter()
         self.cache = store.embedding_cache(embedder.name) if embedder else None
         self._shards: dict[str, Shard] = {}
-        self._loading = threading.Lock()  # one load per user; readers never see a half-loaded shard
+        self._loading: dict[str, threading.Lock] = {}  # per user: readers never see a half-loaded
+        self._loading_guard = threading.Lock()  # shard, and one user's load never holds up another's
         self.embedding_paused = threading.Event()
 
     @contextmanager
@@ -153,7 +154,7 @@ class IndexPipeline:
         """The user's shard, what catching it up chunked (messages, added, removed) and how many
         vectors it took from the cache. A shard is published only once caught up with the store and
         the cache, so a search meanwhile waits instead of finding it empty or without its vectors."""
-        with self._loading:
+        with self._load_lock(user_id):
             shard = self._shards.get(user_id)
             if shard is not None:
                 return shard, (0, 0, 0), 0
@@ -163,13 +164,20 @@ class IndexPipeline:
             self._shards[user_id] = shard
             return shard, counts, reused
 
+    def _load_lock(self, user_id: str) -> threading.Lock:
+        with self._loading_guard:
+            return self._loading.setdefault(user_id, threading.Lock())
+
     def unload(self, user_id: str) -> None:
         """Forget the loaded shard: its next use loads the live version (another process published it)."""
         self._shards.pop(user_id, None)
 
     def refresh(self, user_id: str) -> None:
-        """Catch a loaded shard up with the store (an unloaded one catches up when it loads)."""
-        if user_id in self._shards:
+        """Catch a loaded shard up with the store (an unloaded one catches up when it loads; one
+        loading meanwhile may have read the store before this write, so it is waited for)."""
+        with self._load_lock(user_id):
+            loaded = user_id in self._shards
+        if loaded:
             self.update_lexical(user_id)
 
     def _load_or_create(self, user_id: str) -> Shard:
@@ -196,7 +204,8 @@ class IndexPipeline:
         (their rows went with the user's: `Store.delete_user`)."""
         import shutil
 
-        self._shards.pop(user_id, None)
+        with self._load_lock(user_id):  # a load in flight publishes first, then goes
+            self._shards.pop(user_id, None)
         shutil.rmtree(shard_dir(self.root, user_id), ignore_errors=True)
         if self.cache is not None:
             self.cache.deleted_with_user(user_id)
@@ -341,7 +350,8 @@ class IndexPipeline:
                 reused, computed = self._embed_shard(user_id, shard, progress)
         with phase("save"):
             shard.save(self.root)
-        self._shards[user_id] = shard  # the swap: readers had the old shard until now
+        with self._load_lock(user_id):  # the swap, after any load in flight: readers had the old shard until now
+            self._shards[user_id] = shard
         with phase("catch_up"):
             self.update_lexical(user_id)  # messages that arrived during the rebuild
         return IndexReport.of(user_id, messages, len(shard.chunks), 0, reused, computed, phase, len(shard.chunks))

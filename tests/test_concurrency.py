@@ -238,6 +238,29 @@ def test_searches_racing_a_cold_load_wait_for_the_caught_up_shard(tmp_path: Path
     assert [(r.mode, r.notice, r.results[0].message_id) for r in found] == [("hybrid", None, "b0002-00299")] * 6
 
 
+def test_a_cold_load_of_one_user_does_not_hold_up_anothers(tmp_path: Path) -> None:
+    """After a restart each user's first call loads that user's shard (26 s for 100k imported
+    messages). One lock for every load made each other user's first search wait for it."""
+    home = tmp_path / "home"
+    with open_engine(home, summaries=False) as first:
+        for user in USERS:
+            first.add_user(user)
+            first.ingest(user, batch(_first_batch(user), 30))
+    with open_engine(home, summaries=False) as engine:
+        answered: list[str | None] = []
+
+        def search_u1() -> None:
+            hits = engine.search("u1", "lastof200", limit=1, mode="lexical", kinds=("message",)).results
+            answered.append(hits[0].message_id if hits else None)
+
+        with engine.pipeline._load_lock("u0"):  # noqa: SLF001  (u0's load in flight)
+            other = threading.Thread(target=search_u1)
+            other.start()
+            other.join(timeout=30)
+            assert answered == ["b0200-00029"]
+        assert engine.search("u0", "lastof100", limit=1, mode="lexical").results[0].message_id == "b0100-00029"
+
+
 class _WritesWhileEmbedding:
     """A query model that lets a writer in once while it runs: a search waits for its vector outside
     the shard's lock, so a write can land between its keyword side and the rest."""
