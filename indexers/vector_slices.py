@@ -11,7 +11,7 @@ removed while the model ran leaves no vector behind, as the deletion's own forge
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 import numpy as np
 
@@ -22,7 +22,14 @@ from indexers.window_vectors import message_lines_to_embed, put_message_vectors,
 if TYPE_CHECKING:
     from indexers.pipeline import IndexPipeline
 
-__all__ = ["VectorSlice", "plan_slice", "embed_slice", "keep_slice"]
+__all__ = ["Sliced", "VectorSlice", "plan_slice", "embed_slice", "keep_slice"]
+
+
+class Sliced(Protocol):
+    """A planned slice: its texts the cache lacks, as (key, text), what `embed_slice` embeds (a
+    `VectorSlice` of windows, or engine.query.summary_index's slice of summaries)."""
+
+    def missing(self) -> list[tuple[str, str]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ def plan_slice(pipeline: IndexPipeline, user_id: str, limit: int) -> VectorSlice
                        tuple(texts), pipeline.cache.get(user_id, hashes))
 
 
-def embed_slice(pipeline: IndexPipeline, planned: VectorSlice) -> dict[str, np.ndarray] | None:
+def embed_slice(pipeline: IndexPipeline, planned: Sliced) -> dict[str, np.ndarray] | None:
     """Without the lock: the model's vectors for what the cache lacked, in one call (the slice is
     the batch); None when embedding is paused (a stopping server: the slice stays pending)."""
     assert pipeline.embedder is not None

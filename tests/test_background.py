@@ -12,6 +12,8 @@ from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.locks import WriterLocks
 from engine.maintenance import closing
+from engine.query.summary_index import summary_key
+from engine.store.embedding_cache import content_hash
 from engine.surfaces.http.background import Job, Scheduler, serving_jobs
 from tests.support import HashEmbedder, batch, live_server, open_engine
 
@@ -151,17 +153,21 @@ def test_a_live_ingest_embeds_its_own_messages_and_leaves_a_backlog_to_the_backg
 
 
 class GatedEmbedder(HashEmbedder):
-    """Its first call waits for `gate` (10 s at most): the background step holds the user's lock meanwhile."""
+    """Its first call (with `of_summaries`, its first call on summaries) waits for `gate` (10 s at most)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, of_summaries: bool = False) -> None:
         self.calls = 0
         self.callers: list[str] = []  # the thread of each call
+        self.texts: list[str] = []
         self.entered, self.gate = threading.Event(), threading.Event()
+        self.of_summaries = of_summaries
 
     def embed(self, texts):
         self.calls += 1
         self.callers.append(threading.current_thread().name)
-        if self.calls == 1:
+        self.texts += texts
+        gated = not self.of_summaries or any("## Summary" in t for t in texts)
+        if gated and not self.entered.is_set():
             self.entered.set()
             self.gate.wait(10)
         return super().embed(texts)
@@ -172,7 +178,7 @@ def model_busy_with_a_backlog(tmp_path: Path, monkeypatch
                               ) -> Iterator[tuple[ConversationEngine, threading.Thread, GatedEmbedder]]:
     """An engine whose background step (thread "step") is inside the model on its first slice of a
     600-message backlog (the thread's first windows) until the block ends; then the step finishes."""
-    monkeypatch.setattr(closing, "EMBED_SLICE", 8)
+    monkeypatch.setattr(closing, "SUMMARY_SLICE", 8)
     monkeypatch.setattr(closing, "WINDOW_SLICE", 8)
     gated = GatedEmbedder()
     with open_engine(tmp_path, gated, summaries=False) as engine:
@@ -254,3 +260,49 @@ def test_a_deletion_embeds_the_windows_it_rebuilds_and_leaves_a_backlog_to_the_b
         engine.maintain()
         assert engine.pipeline.pending_vector_messages("u") == 0
         assert not any(h.message_id == "b0000-00150" for h in engine.search("u", "batch 0 message 150", limit=20).results)
+
+
+@contextmanager
+def model_busy_with_summaries(tmp_path: Path) -> Iterator[tuple[ConversationEngine, threading.Thread, GatedEmbedder]]:
+    """An engine whose background step (thread "step") is inside the model on its first slice of
+    summaries (the windows before them are done) until the block ends; then the step finishes."""
+    gated = GatedEmbedder(of_summaries=True)
+    with open_engine(tmp_path, gated) as engine:
+        engine.add_user("u", "UTC")
+        for k in range(4):  # days ~3.5 apart: each batch closes the last one's day and conversation
+            engine.ingest("u", batch(k, 100), index=False)
+        step = threading.Thread(target=engine.maintain, name="step")
+        step.start()
+        assert gated.entered.wait(10)
+        try:
+            yield engine, step, gated
+        finally:
+            gated.gate.set()
+            step.join(60)
+        assert not step.is_alive() and not engine.summary_index.embeds_pending("u")
+
+
+def test_a_live_ingest_does_not_wait_for_the_model_working_on_summaries(tmp_path: Path):
+    """Summaries' slices run the model outside the user's lock too (16 a slice held it 0.6 s)."""
+    with model_busy_with_summaries(tmp_path) as (engine, step, _):
+        live = threading.Thread(target=lambda: engine.ingest("u", batch(9, 1), index=True), name="live")
+        live.start()
+        live.join(10)
+        assert not live.is_alive() and step.is_alive()  # returned while the step's model still worked
+
+
+def test_a_summary_rewritten_while_the_model_works_leaves_no_vector_of_its_old_text(tmp_path: Path):
+    """Deleting a message rewrites the summaries that quote it; the slice the model was working
+    on meanwhile must not cache the old texts (they quote the deleted message)."""
+    with model_busy_with_summaries(tmp_path) as (engine, step, gated):
+        planned = [t for t in gated.texts if "## Summary" in t]
+        quoted = next(m for m in batch(0, 100) if any(f"{m['content']}." in t for t in planned))
+        assert engine.delete_messages("u", [quoted["message_id"]]) == 1
+        gated.gate.set()
+        step.join(60)
+        cache = engine.summary_index.cache
+        assert cache is not None
+        old = [content_hash(t) for t in planned if f"{quoted['content']}." in t]
+        assert old and cache.get("u", old) == {}
+        live = [summary_key(s) for s in engine.store.timeline.summaries_of_user("u")]
+        assert live and len(cache.get("u", live)) == len(set(live))  # the rest, the rewritten ones too, have vectors

@@ -5,22 +5,25 @@ and the vectors and saves a user's index still lacks."""
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+
+import numpy as np
 
 from engine.facade_edges import disk_errors
 from engine.models import IngestResult, Summary
 from engine.summaries.policy import SummarizeReport
-from indexers.vector_slices import embed_slice, keep_slice, plan_slice
+from indexers.vector_slices import Sliced, embed_slice, keep_slice, plan_slice
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
     from indexers.phases import Phases
 
-__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "EMBED_SLICE", "WINDOW_SLICE"]
+__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "SUMMARY_SLICE", "WINDOW_SLICE"]
 
-# Summaries a background step embeds under the user's lock at a time: 0.6 s with MiniLM on 2 cores
-# (a live call for that user may wait one slice; 128 took 4-8 s).
-EMBED_SLICE = 16
+Planned = TypeVar("Planned", bound=Sliced)
+
+# Summaries a background step embeds at a time, the model outside the user's lock.
+SUMMARY_SLICE = 64
 # Windows a background step embeds at a time, the model outside the user's lock: one call of ~240
 # texts, long enough for the model to batch texts of similar lengths (16 a slice took 17 % longer).
 WINDOW_SLICE = 96
@@ -80,15 +83,17 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
     """Index the user (embed, then save) when the index changed since its last save, is behind the
     store or lacks vectors, and embed summaries without vectors; whether there was anything to do.
-    Takes the user's lock only when there is, and embeds a backlog in slices, windows (the model
-    outside the lock), then summaries: a live ingest for that user waits for a slice's
-    bookkeeping, or one slice of summaries."""
+    Takes the user's lock only when there is, and embeds a backlog in slices, windows then
+    summaries, the model outside the lock: a live ingest for that user waits for a slice's
+    bookkeeping, not for the model."""
     needs_index = engine.pipeline.needs_index(user_id)
     if not needs_index and not engine.summary_index.embeds_pending(user_id):
         return False
     if needs_index:
-        _windows_in_slices(engine, user_id)
-    _in_slices(engine, user_id, lambda: engine.summary_index.embed_pending(user_id, limit=EMBED_SLICE))
+        _in_slices(engine, user_id, lambda: plan_slice(engine.pipeline, user_id, WINDOW_SLICE),
+                   lambda planned, made: keep_slice(engine.pipeline, planned, made))
+    _in_slices(engine, user_id, lambda: engine.summary_index.plan_slice(user_id, SUMMARY_SLICE),
+               engine.summary_index.keep_slice)
     with engine.locks.user(user_id), disk_errors():
         if needs_index:
             engine.pipeline.index(user_id)
@@ -96,25 +101,17 @@ def catch_up(engine: ConversationEngine, user_id: str) -> bool:
     return True
 
 
-def _windows_in_slices(engine: ConversationEngine, user_id: str) -> None:
-    """The windows' backlog, WINDOW_SLICE at a time, the model running outside the user's lock
-    (indexers.vector_slices): a live call waits for a slice's plan or keep, not for the model."""
-    while True:
-        with engine.locks.user(user_id), disk_errors():
-            planned = plan_slice(engine.pipeline, user_id, WINDOW_SLICE)
-        made = embed_slice(engine.pipeline, planned) if planned is not None else None
-        if planned is None or made is None:  # none left, or paused (a stopping server)
-            return
-        with engine.locks.user(user_id), disk_errors():
-            keep_slice(engine.pipeline, planned, made)
-        engine.locks.let_waiters_in(user_id)
-
-
-def _in_slices(engine: ConversationEngine, user_id: str, embed_slice: Callable[[], int]) -> None:
-    """Run `embed_slice` under the user's lock until it embeds nothing (none left, or paused);
-    writers waiting for the lock go first between slices."""
+def _in_slices(engine: ConversationEngine, user_id: str, plan: Callable[[], Planned | None],
+               keep: Callable[[Planned, dict[str, np.ndarray]], int]) -> None:
+    """A backlog a slice at a time (indexers.vector_slices): `plan` under the user's lock, the model
+    without it, `keep` under the lock again, until nothing is left or embedding is paused (a
+    stopping server); writers waiting for the lock go first between slices."""
     while True:
         with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
-            if embed_slice() == 0:
-                return
+            planned = plan()
+        made = embed_slice(engine.pipeline, planned) if planned is not None else None
+        if planned is None or made is None:
+            return
+        with engine.locks.user(user_id), disk_errors():
+            keep(planned, made)
         engine.locks.let_waiters_in(user_id)
