@@ -11,7 +11,8 @@ Space "ip" on vectors normalised here, so one normalisation serves the graph and
 faiss numbers vectors 0, 1, 2... in insertion order ("slots") and cannot delete from a graph. The
 shard's labels (non-negative ints, handed out in increasing order) map to slots through two numpy
 arrays; a removed or replaced vector's slot stays in the graph, dead, and searches pass a bitmap of
-the slots they may return. When the walk cannot fill k results, the search answers exactly.
+the slots they may return. When the walk cannot fill k results, it walks again with a wider beam,
+and then answers exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ __all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION
 # and faster than a graph walk that rejects most of the nodes it visits.
 EXACT_FILTER_MAX = 2048
 EXACT_FILTER_FRACTION = 0.05
+# When the walk cannot fill k (dead slots crowd the query's neighbourhood: a live conversation
+# replaces its tail window at every message, and the dead versions sit where its topic is), it is
+# walked again with a beam this many times wider before the exact scan of every live vector (1.1 s
+# at 100k messages).
+WIDER_BEAMS = (4, 16)
+EXACT_BLOCK = 65_536  # vectors an exact scan decodes at a time: memory bounded at 1M (2 GB at once)
 
 STORE = "faiss-hnsw-fp16"  # params.json's "store": what wrote index.faiss (absent: hnswlib's index.bin)
 _INDEX_FILE = "index.faiss"
@@ -218,19 +225,21 @@ class HnswIndex:
         k = min(k, candidates)
         if k == 0:
             return _empty()
-        params = faiss.SearchParametersHNSW(efSearch=max(self.params.ef, k))  # type: ignore[attr-defined]
-        if among is not None:
-            params.sel = among.selector
-        sims, slots = self._graph.search(query, k, params=params)
-        if np.any(slots[0] < 0):
-            return self._search_exact(query[0], k, np.flatnonzero((among or self._live_slots()).bits))
-        return self._label_of[slots[0]], sims[0].astype(np.float32)
+        beam = max(self.params.ef, k)
+        for ef in (beam, *(beam * wider for wider in WIDER_BEAMS)):
+            params = faiss.SearchParametersHNSW(efSearch=ef)  # type: ignore[attr-defined]
+            if among is not None:
+                params.sel = among.selector
+            sims, slots = self._graph.search(query, k, params=params)
+            if not np.any(slots[0] < 0):
+                return self._label_of[slots[0]], sims[0].astype(np.float32)
+        return self._search_exact(query[0], k, np.flatnonzero((among or self._live_slots()).bits))
 
     def _search_exact(self, query: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Brute-force cosine over the stored vectors of live `slots`."""
+        """Brute-force cosine over the stored vectors of live `slots`, EXACT_BLOCK at a time."""
         if slots.size == 0:
             return _empty()
-        sims = self._rows(slots) @ query
+        sims = np.concatenate([self._rows(slots[at:at + EXACT_BLOCK]) @ query for at in range(0, slots.size, EXACT_BLOCK)])
         ids = self._label_of[slots]
         k = min(k, slots.size)
         top = np.argpartition(-sims, k - 1)[:k]

@@ -355,3 +355,43 @@ def test_compacted_keeps_the_live_vectors_and_drops_the_dead_slots() -> None:
     np.testing.assert_allclose(fresh.vectors(index.labels()), index.vectors(index.labels()), atol=F16_ATOL)
     for query in vectors[:10]:
         assert fresh.search(query, 10)[0].tolist() == index.search(query, 10)[0].tolist()
+
+
+def _crowded_by_the_dead(dead: int) -> tuple[HnswIndex, np.ndarray, np.ndarray]:
+    """3,000 vectors far from a query and 400 close to it, the first `dead` of those removed: what a
+    live conversation leaves where its topic is (its tail window replaced at every message)."""
+    rng = np.random.default_rng(7)
+    query = rng.standard_normal(32).astype(np.float32)
+    query /= np.linalg.norm(query)
+    vectors = np.concatenate([rng.standard_normal((3000, 32)), query + 0.05 * rng.standard_normal((400, 32))]).astype(np.float32)
+    index = HnswIndex(HnswParams(dim=32, m=8, ef_construction=40, ef=40))
+    index.add(np.arange(3400), vectors)
+    index.remove(range(3000, 3000 + dead))
+    live = np.r_[np.arange(3000), np.arange(3000 + dead, 3400)]
+    units = vectors[live] / np.linalg.norm(vectors[live], axis=1, keepdims=True)
+    return index, query, live[np.argsort(-(units @ query))[:20]]
+
+
+def test_a_walk_crowded_by_dead_slots_widens_its_beam_before_scanning_every_vector(monkeypatch):
+    """Of the query's 400 neighbours 380 are dead: the walk at ef 40 cannot fill 20 results among
+    them, and the exact scan it fell back to decodes every live vector (1.1 s at 100k messages)."""
+    index, query, expected = _crowded_by_the_dead(380)
+    scanned: list[int] = []
+    exact = HnswIndex._search_exact
+
+    def counted(self: HnswIndex, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scanned.append(slots.size)
+        return exact(self, q, k, slots)
+
+    monkeypatch.setattr(HnswIndex, "_search_exact", counted)
+    labels, _ = index.search(query, 20)
+    assert scanned == [] and len(set(labels.tolist()) & set(expected.tolist())) >= 18
+
+
+def test_the_exact_scan_decodes_a_block_at_a_time_and_answers_the_same(monkeypatch):
+    index, query, expected = _crowded_by_the_dead(300)
+    live = np.flatnonzero(index._label_of[: index.slots] >= 0)  # noqa: SLF001
+    whole = index._search_exact(query, 20, live)  # noqa: SLF001
+    monkeypatch.setattr("indexers.hnsw.EXACT_BLOCK", 64)
+    blocks = index._search_exact(query, 20, live)  # noqa: SLF001
+    assert whole[0].tolist() == blocks[0].tolist() and set(whole[0].tolist()) == set(expected.tolist())
