@@ -93,3 +93,22 @@ def test_the_change_log_answers_only_what_it_knows():
     assert changes.since("u", 3) == {"d"}  # the log still holds every change after revision 3
     assert changes.since("u", 1) is None  # but not revision 2's and 3's: further back than it keeps
     assert changes.since("u", changes.revision("u") - 1) == {"d"}
+
+
+def test_a_search_after_a_live_ingest_that_wrote_summaries_reads_nothing_from_the_store(engine: ConversationEngine,
+                                                                                         monkeypatch):
+    """The live ingest brings the summary index up to date with what it wrote: the search after it
+    used to re-read those summaries and their vectors (39.8 ms of CPU against 9.1 at 5,911 summaries)."""
+    for k in range(2):
+        engine.ingest("alice", batch(k, 40))
+    engine.search("alice", "topic3 theme5")  # the summary index is built
+    revision = engine.store.timeline.revision("alice")
+    engine.ingest("alice", batch(2, 40))  # a new day: the days and conversations before are summarised
+    assert engine.store.timeline.revision("alice") != revision
+    statements: list[str] = []
+    for name in ("execute", "fetch_arrow"):
+        method = getattr(engine.store.db, name)
+        monkeypatch.setattr(engine.store.db, name, lambda sql, *a, _m=method, **k: statements.append(sql) or _m(sql, *a, **k))
+    found = engine.search("alice", "topic3 theme5", kinds=["summary", "message"], explain=True)
+    assert found.results and statements == []
+    _same(engine.summary_index.match("alice", QUERY, None, with_vectors=True), _from_scratch(engine))
