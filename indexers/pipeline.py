@@ -170,7 +170,8 @@ class IndexPipeline:
 
     def unload(self, user_id: str) -> None:
         """Forget the loaded shard: its next use loads the live version (another process published it)."""
-        self._shards.pop(user_id, None)
+        with self._load_lock(user_id):  # a load in flight may have read the version before it
+            self._shards.pop(user_id, None)
 
     def refresh(self, user_id: str) -> None:
         """Catch a loaded shard up with the store (an unloaded one catches up when it loads; one

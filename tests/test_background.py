@@ -184,15 +184,22 @@ def model_busy_with_a_backlog(tmp_path: Path, monkeypatch
     with open_engine(tmp_path, gated, summaries=False) as engine:
         engine.add_user("u", "UTC")
         engine.ingest("u", batch(0, 600), index=False)
-        step = threading.Thread(target=engine.maintain, name="step")
-        step.start()
-        assert gated.entered.wait(10)
-        try:
+        with step_inside_the_model(engine, gated) as step:
             yield engine, step, gated
-        finally:
-            gated.gate.set()
-            step.join(60)
         assert not step.is_alive() and engine.pipeline.pending_vector_messages("u") == 0
+
+
+@contextmanager
+def step_inside_the_model(engine: ConversationEngine, gated: GatedEmbedder) -> Iterator[threading.Thread]:
+    """The background step (thread "step") started and held in the model's gated call until the block ends."""
+    step = threading.Thread(target=engine.maintain, name="step")
+    step.start()
+    assert gated.entered.wait(10)
+    try:
+        yield step
+    finally:
+        gated.gate.set()
+        step.join(60)
 
 
 def test_a_live_ingest_does_not_wait_for_the_model_working_on_a_backlog(tmp_path: Path, monkeypatch):
@@ -271,14 +278,8 @@ def model_busy_with_summaries(tmp_path: Path) -> Iterator[tuple[ConversationEngi
         engine.add_user("u", "UTC")
         for k in range(4):  # days ~3.5 apart: each batch closes the last one's day and conversation
             engine.ingest("u", batch(k, 100), index=False)
-        step = threading.Thread(target=engine.maintain, name="step")
-        step.start()
-        assert gated.entered.wait(10)
-        try:
+        with step_inside_the_model(engine, gated) as step:
             yield engine, step, gated
-        finally:
-            gated.gate.set()
-            step.join(60)
         assert not step.is_alive() and not engine.summary_index.embeds_pending("u")
 
 
