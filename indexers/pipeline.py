@@ -205,8 +205,7 @@ class IndexPipeline:
         (their rows went with the user's: `Store.delete_user`)."""
         import shutil
 
-        with self._load_lock(user_id):  # a load in flight publishes first, then goes
-            self._shards.pop(user_id, None)
+        self.unload(user_id)  # after a load in flight, which publishes first
         shutil.rmtree(shard_dir(self.root, user_id), ignore_errors=True)
         if self.cache is not None:
             self.cache.deleted_with_user(user_id)
