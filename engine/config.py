@@ -187,6 +187,12 @@ class Settings(BaseSettings):
         "ingest, import, backfill) while the engine indexes; by default as many as the cores, at most 4 (none on "
         "one core); 0: the engine's process alone.",
     )
+    index_workers: int | None = Field(
+        None, ge=0, le=32,
+        description="Processes that chunk and tokenize a long thread (10,000 messages or more: an import's first "
+        "index, a reindex) beside the engine's own; by default one fewer than the cores, at most 3; 0: the "
+        "engine's process alone. The windows are the same either way.",
+    )
     finalize_every_minutes: float = Field(
         60.0, ge=0, description="`serve` runs the scheduled close (idle conversations end, days that are over "
         "get their final summary) this often; 0 turns it off (then run `convsearch summarize --finalize` from cron).")

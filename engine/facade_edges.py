@@ -16,6 +16,7 @@ from engine.errors import ConvsearchError, InvalidInputError, storage_error
 from engine.locks import WriterLocks
 from engine.models import Message, NewMessage, Role
 from engine.query.navigation_results import VIEW_CAP_CHARS
+from engine.subprocesses import usable_cores
 from engine.timeutil import read_iso
 from indexers.bm25 import Bm25Params
 from indexers.chunking import ChunkParams
@@ -33,6 +34,7 @@ def pipeline_params(settings: Settings) -> PipelineParams:
         tokenizer=TokenizerParams(stemming=settings.stemming, stopwords=settings.stopwords),
         bm25=Bm25Params(k1=settings.bm25_k1, b=settings.bm25_b),
         hnsw=HnswParams(m=settings.hnsw_m, ef_construction=settings.hnsw_ef_construction, ef=settings.hnsw_ef),
+        build_workers=min(usable_cores(), 4) - 1 if settings.index_workers is None else settings.index_workers,
     )
 
 

@@ -29,7 +29,6 @@ from typing import Protocol
 
 from engine.config import default
 from engine.errors import InvalidInputError
-from engine.models import Message
 from engine.store.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter
@@ -40,6 +39,7 @@ __all__ = [
     "ChunkParams",
     "Chunk",
     "Window",
+    "Turn",
     "TokenCounter",
     "WordPieceCounter",
     "speaker_label",
@@ -111,6 +111,28 @@ class Window(Protocol):
     def message_lines(self) -> tuple[str, ...]: ...
 
 
+class Turn(Protocol):
+    """What chunking reads of a message: an `engine.models.Message`, or the slimmer record a worker
+    process chunks (indexers/parallel_chunks.py)."""
+
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def speaker(self) -> str | None: ...
+    @property
+    def tools_used(self) -> Sequence[str]: ...
+    @property
+    def kind(self) -> str: ...
+
+
 def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:
     """A window's message lines, from its text and where each line ends (none: one line)."""
     ends = line_ends or (len(text),)
@@ -118,7 +140,7 @@ def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:
     return tuple(text[a:b] for a, b in zip(starts, ends))
 
 
-def speaker_label(message: Message) -> str:
+def speaker_label(message: Turn) -> str:
     """The message's speaker, else its role capitalised; tool messages name their tools."""
     return label_for(message.speaker, message.role, message.tools_used)
 
@@ -132,7 +154,7 @@ def label_for(speaker: str | None, role: str, tools_used: Sequence[str] | None) 
     return role.capitalize()
 
 
-def render_line(message: Message) -> str:
+def render_line(message: Turn) -> str:
     """The indexed line of a message: "Speaker: content"."""
     return f"{speaker_label(message)}: {message.content}"
 
@@ -162,7 +184,7 @@ def _count_lines(counter: TokenCounter, texts: list[str], budget: int) -> list[i
     return list(count_upto(texts, budget)) if count_upto is not None else _count_all(counter, texts)
 
 
-def _prepare_lines(messages: Sequence[Message], counter: TokenCounter, budget: int) -> list[_Line]:
+def _prepare_lines(messages: Sequence[Turn], counter: TokenCounter, budget: int) -> list[_Line]:
     """Validate one thread in seq order, drop notes, count lines in one batch (exact up to `budget`)."""
     for before, after in zip(messages, messages[1:]):
         if after.thread_id != before.thread_id:
@@ -298,7 +320,7 @@ def _counted_plan(
     return spans, {span: counts[span] for span in windows}
 
 
-def chunk_thread(messages: Sequence[Message], params: ChunkParams, counter: TokenCounter) -> list[Chunk]:
+def chunk_thread(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter) -> list[Chunk]:
     """Chunks of one thread's messages (seq order), ordered by (from_seq, part); notes skipped.
 
     Deterministic: the same messages and params always give the same chunks and ids.

@@ -37,6 +37,7 @@ from engine.store.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
+from indexers.parallel_chunks import chunk_in_parallel
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
@@ -53,6 +54,7 @@ class PipelineParams:
     tokenizer: TokenizerParams = TokenizerParams()
     bm25: Bm25Params = Bm25Params()
     hnsw: HnswParams = HnswParams()
+    build_workers: int = 0  # processes that chunk a long thread beside the engine's (Settings.index_workers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +79,14 @@ class IndexReport:
 
 
 def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last_seq: int, params: ChunkParams,
-                 counter: WordPieceCounter) -> tuple[int, int]:
+                 counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
     """Re-chunk a thread from its last window on (`messages`: from the manifest's tail to the end)
     into the shard and advance its manifest; (added, removed). Pure over the shard: no store, so a
-    distributed worker builds shards with it too."""
+    distributed worker builds shards with it too. A long tail is chunked with `workers` processes."""
     tail = shard.manifest.tails.get(thread_id, 0)
-    fresh = chunk_thread(messages, params, counter)
-    removed, added = _replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh)
+    fresh, tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
+                     or (chunk_thread(messages, params, counter), None))
+    removed, added = _replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh, tokens)
     new_tail = fresh[-1].from_seq if fresh else tail
     shard.manifest = shard.manifest.advanced(
         thread_id, watermark=last_seq, tail=new_tail, chunks=len(shard.chunks), next_label=shard.manifest.next_label
@@ -91,13 +94,16 @@ def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last
     return added, removed
 
 
-def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk]) -> tuple[int, int]:
-    """Swap old chunks for fresh ones, keeping (and not re-embedding) those whose id is unchanged."""
+def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk],
+                    tokens: Sequence[list[str]] | None) -> tuple[int, int]:
+    """Swap old chunks for fresh ones (with their BM25 tokens when made already), keeping (and not
+    re-embedding) those whose id is unchanged."""
     old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
     fresh_ids = {c.chunk_id for c in fresh}
     doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
     shard.remove(doomed)
-    added = shard.add([c for c in fresh if c.chunk_id not in old_ids])
+    new = [i for i, c in enumerate(fresh) if c.chunk_id not in old_ids]
+    added = shard.add([fresh[i] for i in new], None if tokens is None else [tokens[i] for i in new])
     return len(doomed), len(added)
 
 
@@ -230,7 +236,8 @@ class IndexPipeline:
         tail = shard.manifest.tails.get(thread_id, 0)
         messages = self.store.messages_in_range(thread_id, tail)
         shard.messages.put(messages)
-        added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter)
+        added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter,
+                                      self.params.build_workers)
         return last_seq - watermark, added, removed
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,

@@ -80,11 +80,12 @@ class Shard:
         return self.changes != self.saved_changes
 
     # Changes --------------------------------------------------------------------------------
-    def add(self, chunks: Sequence[Chunk]) -> np.ndarray:
-        """Add chunks lexically (searchable at once); vectors come with `set_vectors`."""
+    def add(self, chunks: Sequence[Chunk], tokens: Sequence[list[str]] | None = None) -> np.ndarray:
+        """Add chunks lexically (searchable at once), with their BM25 tokens when made already
+        (indexers/parallel_chunks.py); vectors come with `set_vectors`."""
         start = self.manifest.next_label
         labels = np.arange(start, start + len(chunks), dtype=np.int64)
-        self.bm25.add(labels.tolist(), [self.tokenizer.tokenize(c.text) for c in chunks])
+        self.bm25.add(labels.tolist(), tokens if tokens is not None else [self.tokenizer.tokenize(c.text) for c in chunks])
         self.chunks.update(zip(labels.tolist(), chunks))
         if self._unvectored is not None:
             self._unvectored.update(labels.tolist())

@@ -59,6 +59,8 @@ def _fast_guard(request: pytest.FixtureRequest) -> object:
         # Bulk ingests and imports make their summaries in the engine's process (the same summaries;
         # tests/test_summary_workers.py, marked process, covers the workers).
         patch.setenv("CONVSEARCH_SUMMARY_WORKERS", "0")
+        patch.setenv("CONVSEARCH_INDEX_WORKERS", "0")  # and long threads are chunked there alone (the same
+        # windows; tests/indexers/test_parallel_chunks.py, marked process, covers the workers)
         yield
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 from engine.api import ConversationEngine
 
 ROOT = Path(__file__).resolve().parents[1]
-# What indexers may use of the engine: its lowest layer (errors, records, settings, the store).
-ALLOWED_FOR_INDEXERS = ("engine.errors", "engine.models", "engine.config", "engine.timeutil", "engine.store")
+# What indexers may use of the engine: its lowest layer (errors, records, settings, the store, and
+# the process-level helpers that import nothing of the engine: worker processes, the collector).
+ALLOWED_FOR_INDEXERS = ("engine.errors", "engine.models", "engine.config", "engine.timeutil", "engine.store",
+                        "engine.subprocesses", "engine.collector")
 SURFACES = "engine.surfaces"
 # What a surface (and a benchmark) may import of the engine: the facade, the vocabulary every layer
 # shares, and the record modules whose frozen dataclasses the facade returns. Not the store, the
@@ -223,4 +225,11 @@ def test_only_the_store_bumps_a_users_summary_revision():
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "summaries_changed"
     }
+    assert not offenders, sorted(offenders)
+
+
+def test_the_helpers_indexers_may_use_import_nothing_of_the_engine():
+    helpers = ("engine.subprocesses", "engine.collector")
+    offenders = {f"{name} imports {n}" for name in helpers
+                 for n in imports_of(ROOT / f"{name.replace('.', '/')}.py") if within(n, "engine")}
     assert not offenders, sorted(offenders)

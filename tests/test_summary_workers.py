@@ -14,7 +14,7 @@ import pytest
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.models import Message
-from engine.summaries.frames import read_frame, write_frame
+from engine.subprocesses import read_frame, write_frame
 from engine.summaries.workers import PARALLEL_MIN_TURNS, Ask, SummaryWorkers
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=timezone.utc)

@@ -10,26 +10,18 @@ the same work runs slower there (its garbage collections walk the shard). Small 
 path's one-message ingest) stay in the main process, where a round trip would cost more than it
 saves.
 
-A worker is `python -m engine.summaries.worker` on pipes, not a multiprocessing pool: a spawned
-pool re-imports the caller's main script in every child (an unguarded user script would run
-again there), and a fork would copy the store's and the tokenizer's threads mid-flight.
+A worker is one of engine/subprocesses.py's processes, sent `texts_of_all` and a block's asks.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import subprocess
-import sys
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 from engine.models import Message
-from engine.summaries.frames import read_frame, write_frame
+from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
 from engine.summaries.summarizers import Summarizer
 
 __all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers",
@@ -40,7 +32,6 @@ log.addHandler(logging.NullHandler())
 
 PARALLEL_MIN_TURNS = 1000  # turns a block's jobs read before workers pay off (a worker starts in ~0.5 s, once)
 BULK_MESSAGES = PARALLEL_MIN_TURNS // 2  # a batch this large makes such a block: its days' and conversations' turns
-_SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # what holds the `engine` package, for the workers
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,43 +62,8 @@ def default_workers() -> int:
     """As many as the cores the process may use, at most 4; none on one core. The engine indexes
     while they work, yet one worker on 2 cores left it waiting for summaries (100k ingest:
     1,528 msg/s with one, 1,773 with two; docs/benchmarks.md)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     return min(cores, 4) if cores > 1 else 0
-
-
-class _Worker:
-    """One worker process and its pipes; one round trip at a time."""
-
-    def __init__(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p))
-        self.process = subprocess.Popen([sys.executable, "-m", "engine.summaries.worker"], env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._lock = threading.Lock()
-
-    def round_trip(self, summarizer: Summarizer, asks: Sequence[Ask]) -> list[Texts]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        with self._lock:
-            write_frame(self.process.stdin, (summarizer, list(asks)))
-            answer = read_frame(self.process.stdout)
-        if not isinstance(answer, list):  # the worker's error, as text
-            raise OSError(f"summary worker failed: {answer}")
-        return answer
-
-    def end_input(self) -> None:
-        """The worker exits once it has answered what it was asked."""
-        if self.process.stdin is not None:
-            with contextlib.suppress(OSError):  # a dead worker's pipe
-                self.process.stdin.close()
-
-    def stop(self) -> None:
-        self.end_input()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 class PendingTexts:
@@ -123,7 +79,7 @@ class PendingTexts:
         for mine, future in zip(self.placed, self.futures):
             try:
                 made.update(zip(mine, future.result()))
-            except (OSError, EOFError, ValueError) as exc:
+            except WorkerFailed as exc:
                 self.owner.failed(exc)
         made.update((i, texts_of(self.summarizer, ask)) for i, ask in enumerate(self.asks) if i not in made)
         return [made[i] for i in range(len(self.asks))]
@@ -135,7 +91,7 @@ class SummaryWorkers:
 
     def __init__(self, processes: int) -> None:
         self.processes = processes
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._carriers: ThreadPoolExecutor | None = None
 
     def start(self, summarizer: Summarizer, asks: Sequence[Ask]) -> PendingTexts | None:
@@ -149,7 +105,7 @@ class SummaryWorkers:
         workers, carriers = ready
         placed = [[i for i, ask in enumerate(asks) if ask.lane % self.processes == lane]
                   for lane in range(self.processes)]
-        futures = [carriers.submit(worker.round_trip, summarizer, [asks[i] for i in mine])
+        futures = [carriers.submit(worker.call, texts_of_all, summarizer, [asks[i] for i in mine])
                    for worker, mine in zip(workers, placed)]
         return PendingTexts(self, summarizer, asks, placed, futures)
 
@@ -158,14 +114,14 @@ class SummaryWorkers:
         spent beside the engine storing the batch instead of before its first summaries."""
         self._ready(summarizer)
 
-    def _ready(self, summarizer: Summarizer) -> tuple[list[_Worker], ThreadPoolExecutor] | None:
+    def _ready(self, summarizer: Summarizer) -> tuple[list[WorkerProcess], ThreadPoolExecutor] | None:
         """The running workers and their carriers, started if need be; None when `summarizer`
         cannot leave the engine's process (none configured, not pure) or the workers cannot start."""
         if self.processes < 1 or not getattr(summarizer, "pure", False):
             return None
         try:
             while len(self._workers) < self.processes:
-                self._workers.append(_Worker())
+                self._workers.append(WorkerProcess())
         except OSError as exc:
             self.failed(exc)
             return None

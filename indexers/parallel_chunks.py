@@ -1,0 +1,109 @@
+"""A long thread chunked on several cores, window for window as `chunk_thread` alone chunks it.
+
+Chunking is restartable (indexers/chunking.py): from any window start s of a whole run, chunking the
+messages from s on yields the whole run's windows from s on. So the thread is cut into segments:
+the engine's process chunks the first, worker processes (engine/subprocesses.py) the others, each
+from its cut to a little past the next one. Where a segment's exact windows reach a start of the
+next segment's windows, the next segment's take over. On a 100k-message generated thread the two
+met at the cut's first or second window; where they do not meet, the caller chunks the thread
+alone. Workers also tokenize their windows for BM25, the other half of a build's CPU.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import operator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from typing import NamedTuple, Sequence
+
+from engine.collector import fewer_collections
+from engine.subprocesses import WorkerFailed, WorkerProcess
+from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, WordPieceCounter, chunk_thread
+from indexers.lexical import LexicalTokenizer, TokenizerParams
+
+__all__ = ["PARALLEL_MIN_MESSAGES", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched"]
+
+log = logging.getLogger("convsearch.index")
+
+PARALLEL_MIN_MESSAGES = 10_000  # below this a worker's start (~0.5 s) and the transfer outweigh the saving
+_REACH = 256  # messages a segment reads past the next one's cut, so that the two meet
+_FIELDS = operator.attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as a tuple: half the pickling time
+
+Chunked = tuple[list[Chunk], list[list[str]]]  # windows in order, and each one's BM25 tokens
+
+
+class _Turn(NamedTuple):
+    """What a worker is sent of each message: what chunking reads (`Turn`), as a plain tuple."""
+
+    message_id: str
+    thread_id: str
+    seq: int
+    role: str
+    content: str
+    speaker: str | None
+    tools_used: tuple[str, ...]
+    kind: str
+
+
+def chunk_segment(rows: Sequence[tuple], params: ChunkParams, tokenizer: TokenizerParams) -> tuple[list[tuple], list[str]]:
+    """A worker's share: the windows of one segment as field tuples, and each one's tokens joined by
+    spaces (a token never holds whitespace), which travel back far faster than lists of strings."""
+    with fewer_collections():  # as the engine's process builds: most of what is made here lives on
+        chunks = chunk_thread([_Turn(*row) for row in rows], params, WordPieceCounter())
+        tokenize = LexicalTokenizer(tokenizer).tokenize
+        return [_FIELDS(chunk) for chunk in chunks], [" ".join(tokenize(chunk.text)) for chunk in chunks]
+
+
+def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter,
+                      tokenizer: LexicalTokenizer, workers: int) -> Chunked | None:
+    """The thread's windows and tokens, made here and in `workers` worker processes; None when that
+    does not pay (a short thread, no workers) or did not work (a worker failed, segments that never
+    met): the caller chunks the thread alone then."""
+    if workers < 1 or len(messages) < PARALLEL_MIN_MESSAGES:
+        return None
+    cuts = [len(messages) * i // (workers + 1) for i in range(workers + 2)]
+    segments = [messages[cuts[i]:cuts[i + 1] + _REACH] for i in range(workers + 1)]
+    processes: list[WorkerProcess] = []
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="chunk-worker") as carriers:
+            futures = [carriers.submit(_chunk_elsewhere, processes, segment, params, tokenizer.params)
+                       for segment in segments[1:]]
+            own = chunk_thread(segments[0], params, counter)
+            parts = [(own, [tokenizer.tokenize(chunk.text) for chunk in own])]
+            parts.extend(future.result() for future in futures)
+    except (WorkerFailed, OSError) as exc:
+        log.warning("chunking in worker processes failed (%s): the thread is chunked in the engine's process", exc)
+        return None
+    finally:
+        for process in processes:
+            process.stop()
+    return stitched(parts)
+
+
+def _chunk_elsewhere(processes: list[WorkerProcess], segment: Sequence[Turn], params: ChunkParams,
+                     tokenizer: TokenizerParams) -> Chunked:
+    process = WorkerProcess()
+    processes.append(process)
+    rows = [(m.message_id, m.thread_id, m.seq, m.role, m.content, m.speaker, tuple(m.tools_used), m.kind)
+            for m in segment]
+    chunks, tokens = process.call(chunk_segment, rows, params, tokenizer)
+    return [Chunk(*fields) for fields in chunks], [joined.split() for joined in tokens]
+
+
+def stitched(parts: Sequence[Chunked]) -> Chunked | None:
+    """One run from consecutive segments' windows; None when a segment's windows never reach a
+    start of the next one's. Every start in the run so far is the whole run's: each depends on the
+    window before it and the message after that window's end, which the segment holds; only the
+    segment's last window may be cut short, and the next segment's windows replace it."""
+    chunks, tokens = list(parts[0][0]), list(parts[0][1])
+    for more, more_tokens in parts[1:]:
+        starts = {chunk.from_seq for chunk in chunks}
+        meet = next((chunk.from_seq for chunk in more if chunk.from_seq in starts), None)
+        if meet is None:
+            return None
+        keep = bisect.bisect_left([chunk.from_seq for chunk in chunks], meet)
+        take = bisect.bisect_left([chunk.from_seq for chunk in more], meet)
+        chunks[keep:], tokens[keep:] = more[take:], more_tokens[take:]
+    return chunks, tokens

@@ -1,0 +1,121 @@
+"""A long thread chunked in segments (indexers/parallel_chunks.py) gives exactly the windows and BM25
+tokens of `chunk_thread` alone: the stitching on generated threads, then real worker processes
+inside the pipeline."""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import indexers.parallel_chunks as parallel_chunks
+import indexers.pipeline as pipeline_module
+from engine.api import ConversationEngine
+from engine.config import Settings
+from engine.subprocesses import WorkerFailed, WorkerProcess
+from indexers.chunking import ChunkParams, chunk_thread
+from indexers.lexical import LexicalTokenizer
+from indexers.parallel_chunks import Chunked, stitched
+from tests.indexers.test_chunking import counter, long_text, msg
+
+TOKENIZER = LexicalTokenizer()
+
+
+def _thread(n: int, seed: int) -> list:
+    """Turns of 1 to 120 words, a note now and then, and a few lines longer than a window."""
+    rng = random.Random(seed)
+    return [msg(seq, long_text(rng.choice((1, 3, 8, 20, 40, 120, 400 if seq % 97 == 0 else 60)), seq),
+                kind="note" if rng.random() < 0.03 else "turn", role=rng.choice(("user", "assistant")))
+            for seq in range(1, n + 1)]
+
+
+def _segments_chunked(messages: list, cuts: list[int], reach: int, params: ChunkParams) -> Chunked | None:
+    segments = [messages[a:b + reach] for a, b in zip(cuts, cuts[1:] + [len(messages)])]
+    parts = []
+    for segment in segments:
+        chunks = chunk_thread(segment, params, counter())
+        parts.append((chunks, [TOKENIZER.tokenize(c.text) for c in chunks]))
+    return stitched(parts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_segments_stitched_at_any_cuts_equal_the_thread_chunked_alone(seed: int) -> None:
+    rng = random.Random(seed)
+    messages = _thread(600, seed)
+    params = ChunkParams(window_tokens=rng.choice((64, 128, 254)), overlap_messages=rng.choice((0, 1, 2, 4)))
+    alone = chunk_thread(messages, params, counter())
+    cuts = [0, *sorted(rng.sample(range(1, 590), rng.choice((1, 2, 3))))]
+    result = _segments_chunked(messages, cuts, 64, params)
+    assert result is not None
+    chunks, tokens = result
+    assert [c.chunk_id for c in chunks] == [c.chunk_id for c in alone] and chunks == alone
+    assert tokens == [TOKENIZER.tokenize(c.text) for c in alone]
+
+
+def test_segments_that_never_meet_are_refused_not_glued() -> None:
+    messages = _thread(300, 7)
+    assert _segments_chunked(messages, [0, 150], 0, ChunkParams()) is None  # no reach past the cut
+
+
+@pytest.mark.process
+def test_a_thread_built_with_a_worker_process_equals_one_built_alone(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    made: list[bool] = []
+    real = pipeline_module.chunk_in_parallel
+
+    def spied(*args: object) -> object:
+        result = real(*args)  # type: ignore[arg-type]
+        made.append(result is not None)
+        return result
+
+    monkeypatch.setattr(pipeline_module, "chunk_in_parallel", spied)
+    shards = {}
+    for workers in (0, 1):
+        with ConversationEngine(tmp_path / str(workers), settings=Settings(index_workers=workers),
+                                embedder=None) as engine:
+            engine.add_user("u", "UTC")
+            engine.ingest("u", _turns(900), index=False)
+            hits = [engine.search("u", query, mode="lexical", kinds=("message",), limit=10)
+                    for query in ("budget review", "ferry tickets")]
+            shard = engine.pipeline.shard("u")
+            windows = [(c.from_seq, c.to_seq, c.part, c.text, c.n_tokens, c.line_ends)  # ids differ between stores
+                       for c in (shard.chunks[label] for label in sorted(shard.chunks))]
+            shards[workers] = (windows, [[(h.score, h.seq, h.from_seq, h.to_seq) for h in hit.results] for hit in hits])
+    assert made == [False, True]  # the pipeline did take the workers' windows
+    assert shards[1] == shards[0] and shards[0][1][0]
+
+
+@pytest.mark.process
+def test_a_worker_that_cannot_start_leaves_the_thread_to_the_engine(monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # the worker exits at once
+    messages = _thread(400, 3)
+    with caplog.at_level(logging.WARNING, logger="convsearch.index"):
+        assert parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), TOKENIZER, 1) is None
+    assert "chunked in the engine's process" in caplog.text
+
+
+@pytest.mark.process
+def test_an_error_in_a_worker_comes_back_as_text() -> None:
+    worker = WorkerProcess()
+    try:
+        assert worker.call(sorted, [3, 1, 2]) == [1, 2, 3]
+        with pytest.raises(WorkerFailed, match="TypeError"):
+            worker.call(sorted, [3, "a"])
+        assert worker.call(len, "still serving") == 13
+    finally:
+        worker.stop()
+
+
+def _turns(n: int) -> list[dict]:
+    rng = random.Random(11)
+    topics = ("budget review on friday", "ferry tickets to the island", "the garden shed roof", "a python bug")
+    start = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+    return [{"role": ("user", "assistant")[i % 2], "created_at": (start + timedelta(minutes=7 * i)).isoformat(),
+             "content": f"{rng.choice(topics)} " + long_text(rng.choice((4, 12, 30, 80)), i)} for i in range(n)]
