@@ -58,7 +58,9 @@ class WorkerProcess:
 
     def __init__(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p))
-        self.process = subprocess.Popen([sys.executable, "-m", "engine.subprocesses"], env=env,
+        # run from the engine's own tree: `-m` puts the working directory first on the path, and
+        # another checkout's `engine` there would answer with other code
+        self.process = subprocess.Popen([sys.executable, "-m", "engine.subprocesses"], env=env, cwd=_SOURCE_ROOT,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._lock = threading.Lock()
 

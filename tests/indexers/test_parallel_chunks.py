@@ -16,7 +16,6 @@ import indexers.parallel_chunks as parallel_chunks
 import indexers.pipeline as pipeline_module
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.subprocesses import WorkerFailed, WorkerProcess
 from indexers.chunking import ChunkParams, chunk_thread
 from indexers.lexical import LexicalTokenizer
 from indexers.parallel_chunks import Chunked, stitched
@@ -99,18 +98,6 @@ def test_a_worker_that_cannot_start_leaves_the_thread_to_the_engine(monkeypatch:
     with caplog.at_level(logging.WARNING, logger="convsearch.index"):
         assert parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), TOKENIZER, 1) is None
     assert "chunked in the engine's process" in caplog.text
-
-
-@pytest.mark.process
-def test_an_error_in_a_worker_comes_back_as_text() -> None:
-    worker = WorkerProcess()
-    try:
-        assert worker.call(sorted, [3, 1, 2]) == [1, 2, 3]
-        with pytest.raises(WorkerFailed, match="TypeError"):
-            worker.call(sorted, [3, "a"])
-        assert worker.call(len, "still serving") == 13
-    finally:
-        worker.stop()
 
 
 def _turns(n: int) -> list[dict]:
