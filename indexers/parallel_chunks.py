@@ -3,8 +3,8 @@
 Chunking is restartable (indexers/chunking.py): from any window start s of a whole run, chunking the
 messages from s on yields the whole run's windows from s on. So the thread is cut into segments:
 the engine's process chunks the first, worker processes (engine/subprocesses.py) the others, each
-from its cut to a little past the next one. Where a segment's exact windows reach a start of the
-next segment's windows, the next segment's take over. On a 100k-message generated thread the two
+from its cut to a little past the next one. Where a segment's windows reach a start of the next
+segment's windows, the next segment's take over. On a 100k-message generated thread the two
 met at the cut's first or second window; where they do not meet, the caller chunks the thread
 alone. Workers also tokenize their windows for BM25, the other half of a build's CPU.
 """
