@@ -90,6 +90,18 @@ def test_a_thread_built_with_a_worker_process_equals_one_built_alone(tmp_path: P
 
 
 @pytest.mark.process
+def test_a_workers_tokens_come_back_as_one_string_per_distinct_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reindex holds every window's tokens at once: a string per occurrence cost 1.5 GB at 1M."""
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    result = parallel_chunks.chunk_in_parallel(_thread(600, 5), ChunkParams(), counter(), LexicalTokenizer(), 1)
+    assert result is not None
+    tokens = [token for window in result[1] for token in window]
+    distinct = set(tokens)
+    assert len(tokens) > 5 * len(distinct)  # words repeat: the check below has something to find
+    assert len({id(token) for token in tokens}) <= 2 * len(distinct)  # the engine's memo's, and the worker's
+
+
+@pytest.mark.process
 def test_a_worker_that_cannot_start_leaves_the_thread_to_the_engine(monkeypatch: pytest.MonkeyPatch,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
