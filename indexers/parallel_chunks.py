@@ -48,6 +48,9 @@ class _Turn(NamedTuple):
     kind: str
 
 
+_TURN_FIELDS = operator.attrgetter(*_Turn._fields)  # a message as the tuple a worker rebuilds its _Turn from
+
+
 def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tuple[list[tuple], list[str]]:
     """A worker's share: the windows of one segment as field tuples, and each one's tokens joined by
     spaces (a token never holds whitespace), which travel back far faster than lists of strings.
@@ -98,8 +101,7 @@ def _chunk_elsewhere(processes: list[WorkerProcess], segment: Sequence[Turn], pa
                      warm: bytes) -> Chunked:
     process = WorkerProcess()
     processes.append(process)
-    rows = [(m.message_id, m.thread_id, m.seq, m.role, m.content, m.speaker, tuple(m.tools_used), m.kind)
-            for m in segment]
+    rows = list(map(_TURN_FIELDS, segment))
     chunks, tokens = process.call(chunk_segment, rows, params, warm)
     # one string per distinct token, as the engine's tokenizer gives them: split() alone made one per
     # occurrence, which added 1.5 GB to the peak of a 1M-message reindex
