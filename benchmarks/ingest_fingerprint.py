@@ -6,7 +6,7 @@ Run it on the base commit and on the change and compare the SHA-1s (they do not 
 hash seed: summaries sum scores in a fixed order). Ingested with summaries on (extractive) and a
 fixed clock: run_scale's generator with every fifth message replaced by one of EXTRA (cues,
 questions, French, Japanese, code fences, lists, a 700-character word) for two users, one through
-`engine.ingest` in batches of 700 and then 700 messages one at a time, the other imported from
+`engine.ingest` in batches of 700 (`--batch`) and then 700 messages one at a time, the other imported from
 JSONL. Hashed per part: messages (notes without their random ids), conversations, day segments,
 summaries (no wall-clock times), windows (label, seqs, text, count, part, line ends), the BM25
 index as saved (vocabulary, document frequencies, labels, lengths, postings), and the top 50 of
@@ -101,14 +101,14 @@ def dump(engine: ConversationEngine, users: list[str]) -> dict[str, str]:
     return {name: digest.hexdigest() for name, digest in h.items()}
 
 
-def fingerprint(n: int) -> dict[str, str]:
+def fingerprint(n: int, size: int = 700) -> dict[str, str]:
     home = tempfile.mkdtemp(prefix="fingerprint-")
     try:
         with ConversationEngine(home, embedder=None, clock=clock) as engine:
             engine.add_user("u1", "UTC")
             batch = messages(n, 3, "u1")
-            for start in range(0, len(batch) - 700, 700):
-                engine.ingest("u1", batch[start:start + 700], index=False)
+            for start in range(0, len(batch) - 700, size):
+                engine.ingest("u1", batch[start:start + size], index=False)
             for m in batch[-700:]:
                 engine.ingest("u1", [m], index=False)
             path = Path(home) / "import.jsonl"
@@ -122,7 +122,9 @@ def fingerprint(n: int) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=3000, help="messages per user")
-    parts = fingerprint(parser.parse_args(argv).n)
+    parser.add_argument("--batch", type=int, default=700, help="messages per engine.ingest call before the last 700")
+    args = parser.parse_args(argv)
+    parts = fingerprint(args.n, args.batch)
     total = hashlib.sha1("".join(parts.values()).encode())
     for name, digest in parts.items():
         print(name, digest)

@@ -14,12 +14,12 @@ T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
 LATER = datetime(2024, 4, 1, 12, 0, tzinfo=timezone.utc)
 
 
-def _days(n_days: int, per_day: int) -> list[dict]:
-    """`per_day` turns a day (a conversation each morning and each evening), `n_days` days in a row."""
+def _days(n_days: int, per_day: int, conversations: int = 2) -> list[dict]:
+    """`per_day` turns a day in `conversations` conversations an hour apart, `n_days` days in a row."""
     out = []
     for day in range(n_days):
         for i in range(per_day):
-            at = T0 + timedelta(days=day, hours=0 if i < per_day // 2 else 9, minutes=i)
+            at = T0 + timedelta(days=day, hours=i * conversations // per_day, minutes=i)
             out.append({"role": "user" if i % 2 == 0 else "assistant", "message_id": f"d{day}-{i}",
                         "created_at": at.isoformat(),
                         "content": f"We decided to use topic{day} for step {i}. I'll send the report tomorrow."})
@@ -31,11 +31,14 @@ class _Counting:
 
     def __init__(self, engine: ConversationEngine) -> None:
         self.queries = self.rows = 0
+        self.turn_reads: list[int] = []  # the summaries' reads (turns only), not the lexical update's
         inner = engine.store.messages_in_range
 
         def counted(*args, **kwargs):
             found = inner(*args, **kwargs)
             self.queries, self.rows = self.queries + 1, self.rows + len(found)
+            if kwargs.get("include_notes") is False:
+                self.turn_reads.append(len(found))
             return found
         engine.store.messages_in_range = counted  # type: ignore[method-assign]
 
@@ -65,6 +68,19 @@ def test_turn_range_slices_what_it_holds_and_reads_the_union_when_asked_next_to_
         assert [m.seq for m in turns.between(3, 8)] == [3, 4, 5, 6, 7, 8] and counting.queries == 1
         assert [m.seq for m in turns.between(10, 15)] == [10, 11, 12, 13, 14, 15] and counting.queries == 2
         assert [m.seq for m in turns.between(1, 4)] == [1, 2, 3, 4] and counting.queries == 2  # the union was kept
+        assert [m.seq for m in turns.between(16, 17)] == [16, 17] and counting.queries == 3
+
+
+def test_a_turn_range_reads_a_far_ask_alone(tmp_path: Path) -> None:
+    """Next to what it holds but much smaller than the union: only the ask is read."""
+    with ConversationEngine(tmp_path / "home", settings=Settings(summarizer="none"), embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", _days(130, 20), index=False)
+        counting = _Counting(engine)
+        turns = TurnRange(engine.store, "u:continuous")
+        assert len(turns.between(1, 2500)) == 2500
+        assert [m.seq for m in turns.between(2501, 2502)] == [2501, 2502] and counting.rows == 2500 + 2  # not 1..2502
+        assert len(turns.between(2503, 2600)) == 98 and counting.rows == 2500 + 2 + 100  # close: the union 2501..2600
 
 
 def test_a_backfill_of_more_than_a_block_reads_each_stretch_of_the_thread_once(tmp_path: Path) -> None:
@@ -77,15 +93,23 @@ def test_a_backfill_of_more_than_a_block_reads_each_stretch_of_the_thread_once(t
         engine.ingest("u", _days(150, 20), index=False)  # 150 days, 300 conversations: two blocks
     with ConversationEngine(home, settings=Settings(summary_workers=0), embedder=None,
                             clock=lambda: datetime(2025, 1, 1, tzinfo=timezone.utc)) as engine:
-        reads: list[int] = []
-        inner = engine.store.messages_in_range
-
-        def counted(*args, **kwargs):
-            found = inner(*args, **kwargs)
-            if kwargs.get("include_notes") is False:  # the summaries' reads (not the lexical update's)
-                reads.append(len(found))
-            return found
-        engine.store.messages_in_range = counted  # type: ignore[method-assign]
+        counting = _Counting(engine)
         report = engine.summarize("u")
         assert (report.day_summaries, report.conversation_summaries) == (150, 300)
+        reads = counting.turn_reads
         assert len(reads) <= 3 and sum(reads) <= 2 * 3000 + 100  # the stale checks' read, then each block's
+
+
+def test_one_ingest_of_more_than_a_block_reads_each_stretch_of_the_thread_once(tmp_path: Path) -> None:
+    """`engine.ingest` of a large batch runs its days and conversations in time order too, and a
+    turn range joins what it holds to an ask only when the two lie close together. (Days, then
+    conversations, with a union that kept growing, read ~250,000 turns of this 3,000-turn batch;
+    at 30k messages in one call, 4.5 million, and the summaries took 78 s instead of 7.)"""
+    with ConversationEngine(tmp_path / "home", settings=Settings(summary_workers=0), embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        counting = _Counting(engine)
+        engine.ingest("u", _days(260, 20, conversations=10), index=False)  # 2,859 closed: 12 blocks
+        summaries = engine.store.timeline.summaries_of_user("u")
+        assert (sum(s.kind == "day" for s in summaries), sum(s.kind == "conversation" for s in summaries)) == (260, 2599)
+        reads = counting.turn_reads
+        assert len(reads) <= 13 and sum(reads) <= 2 * 5200 + 13 * 20, reads  # the stale checks', then each block's (a day apart)

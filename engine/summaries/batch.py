@@ -25,8 +25,8 @@ BLOCK = 256  # summaries a transaction: a bulk import of a year writes its summa
 
 class TurnRange:
     """A thread's turns (no engine notes) over one seq range, read once and sliced. Asked for
-    turns outside it, it reads the union: a live ingest reads a day's fresh turns, then the
-    whole day only when the day's summary is due."""
+    turns next to it, it reads the union when that stays small: a live ingest reads a day's fresh
+    turns, then the whole day only when the day's summary is due."""
 
     def __init__(self, store: Store, thread_id: str) -> None:
         self.store, self.thread_id = store, thread_id
@@ -40,21 +40,29 @@ class TurnRange:
         ranges = [(lo, hi) for lo, hi in ranges if lo <= hi]
         if len(ranges) > 1:
             lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
-            if hi - lo <= 2 * sum(b - a + 1 for a, b in ranges) + 1000:
+            if _close_together(hi - lo + 1, sum(b - a + 1 for a, b in ranges)):
                 self._read(lo, hi)
 
     def between(self, lo: int, hi: int) -> list[Message]:
         """Turns with lo <= seq <= hi, in order: sliced from what is in hand, else read (with what
-        is in hand when the two overlap, so a later ask for the whole day is a slice)."""
+        is in hand when the two overlap closely, so a later ask for the whole day is a slice; a
+        union that kept growing made a large batch's reads quadratic)."""
         if not (self.lo <= lo and hi <= self.hi):
             overlaps = self.lo <= self.hi and lo <= self.hi + 1 and hi >= self.lo - 1
-            self._read(min(lo, self.lo), max(hi, self.hi)) if overlaps else self._read(lo, hi)
+            union = min(lo, self.lo), max(hi, self.hi)
+            joined = overlaps and _close_together(union[1] - union[0] + 1, hi - lo + 1)
+            self._read(*union) if joined else self._read(lo, hi)
         return self._turns[bisect_left(self._seqs, lo):bisect_right(self._seqs, hi)]
 
     def _read(self, lo: int, hi: int) -> None:
         self._turns = self.store.messages_in_range(self.thread_id, lo, hi + 1, include_notes=False)
         self._seqs = [m.seq for m in self._turns]
         self.lo, self.hi = lo, hi
+
+
+def _close_together(span: int, asked: int) -> bool:
+    """Whether one read of `span` seqs is worth it for `asked` of them: at most twice, plus a day or so."""
+    return span <= 2 * asked + 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,13 @@ DAY_NOTE_PREFIX = "day summary updated: "
 NEAR_BUDGET = 0.9  # "nears the budget": update before the raw day text overflows it
 
 
+def _in_time_order(starts: Mapping[SummaryJob, int]) -> list[SummaryJob]:
+    """Jobs by their first seq, a day before a conversation that starts with it: a block of them
+    spans one stretch of the thread (read in one query) and the workers make one block while the
+    next is read."""
+    return sorted(starts, key=lambda job: (starts[job], job.kind != "day"))
+
+
 def day_summary_id(thread_id: str, day_label: date) -> str:
     return f"{thread_id}:sum:day:{day_label.isoformat()}"
 
@@ -146,10 +153,15 @@ class SummaryService:
         turns = TurnRange(self.store, result.thread_id)
         covered = self._covered(user_id, result.thread_id, [segment for segment, _, _ in checks])
         turns.prefetch([(segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
-        jobs = [SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id) for segment, every, near in checks
-                if self._stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])]
-        jobs += [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
-        return self._start([*self.retries.due(user_id), *jobs], turns=turns)
+        starts = {SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id): segment.starts_at_seq
+                  for segment, every, near in checks
+                  if self._stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])}
+        ended = [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
+        if len(starts) + len(ended) <= BLOCK:  # one block (the live path): no need to read where each starts
+            return self._start([*self.retries.due(user_id), *starts, *ended], turns=turns)
+        firsts = self.store.timeline.conversations_by_id(result.ended_conversations, user_id=user_id)
+        starts.update({job: firsts[job.target].first_seq if job.target in firsts else 0 for job in ended})
+        return self._start([*self.retries.due(user_id), *_in_time_order(starts)], turns=turns)
 
     def retry_failed(self) -> list[Summary]:
         """Retry every summary whose summarizer call failed (the server's background step calls this)."""
@@ -318,10 +330,7 @@ class SummaryService:
                     reasons[job] = "closed" if closed else "progress"
                     starts[job] = segment.starts_at_seq
         starts.update(self._conversations_due(user_id, thread_id, since))
-        # one run for days and conversations in time order: a block spans a stretch of the thread
-        # (read in one query), and the workers make one block while the next is read
-        jobs = sorted(starts, key=lambda job: (starts[job], job.kind != "day"))
-        return self._run(jobs, turns=turns, queue=False, reasons=reasons)
+        return self._run(_in_time_order(starts), turns=turns, queue=False, reasons=reasons)
 
     def _conversations_due(self, user_id: str, thread_id: str, since: date | None) -> dict[SummaryJob, int]:
         """Ended conversations (last message on or after `since`) whose summary is missing or behind,
