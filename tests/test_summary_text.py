@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 from itertools import repeat
 
+from engine.summaries.said import _has_letter
 from engine.summaries.summarizers import TITLE_PADDING, clamp_title
-from engine.summaries.text import _ASCII_NOT_ALNUM, count_words, word_count
+from engine.summaries.text import _ASCII_NOT_ALNUM, WORD, ascii_words, count_words, word_count
 
 
 def test_ascii_word_counts_are_the_words_that_strip_to_something() -> None:
@@ -18,6 +19,18 @@ def test_ascii_word_counts_are_the_words_that_strip_to_something() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         expected = len([w for w in map(str.strip, text.split(), repeat(_ASCII_NOT_ALNUM)) if w])
         assert count_words(text) == word_count(text) == expected, repr(text)
+
+
+def test_ascii_words_are_the_word_runs_that_strip_to_three_characters_or_more() -> None:
+    """One regex scan gives what stripping apostrophes and hyphens off each WORD run, then dropping
+    those of two characters or fewer, gives (the summaries' topic and content words)."""
+    rng = random.Random(2)
+    alphabet = "ab1Z_ '-.,!\t\n"
+    for _ in range(50_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        expected = [t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-")) if len(t) > 2]
+        assert ascii_words(text) == expected, repr(text)
+        assert _has_letter(text) == any(c.isalpha() for c in text), repr(text)
 
 
 def test_a_title_reads_no_more_keywords_than_its_padding() -> None:

@@ -33,10 +33,11 @@ _GOAL = re.compile(
     r"\b(want to|wants to|need to|needs to|goal|goals|aim to|i'd like|i would like|trying to|have to|must|je veux|"
     r"je voudrais|j'aimerais|objectif|besoin de|il faut|je dois)\b|したい|たいです", re.I)
 
-_IMPERATIVE_LEADS = ("", "then ", "first ", "also ", "please ", "just ", "now ")
-_IMPERATIVES = ("add book bring call check confirm create document email fix install move note order pack plan prepare "
-                "remove rename review run schedule send switch test try update upgrade verify write ask buy cancel tell "
-                "keep start ajoute envoie").split()  # the ASCII verbs of _NEXT's imperative alternative
+_IMPERATIVE_LEADS = ("then ", "first ", "also ", "please ", "just ", "now ")  # one word each
+_IMPERATIVES = tuple(
+    "add book bring call check confirm create document email fix install move note order pack plan prepare remove rename "
+    "review run schedule send switch test try update upgrade verify write ask buy cancel tell keep start ajoute envoie"
+    .split())  # the ASCII verbs of _NEXT's imperative alternative
 # Each regex's ASCII alternatives, as substrings one of which a match on ASCII text contains (lower-cased).
 _NEEDLES = {
     "Open loops": ("todo", "to-do", "not sure", "unsure", "tbd", "open question", "still open", "to be decided",
@@ -50,12 +51,17 @@ _NEEDLES = {
     "Goals": ("want to", "wants to", "need to", "needs to", "goal", "aim to", "i'd like", "i would like", "trying to",
               "have to", "must", "je veux", "je voudrais", "j'aimerais", "objectif", "besoin de", "il faut", "je dois"),
 }
-_STARTS = {"Next steps": tuple(lead + verb for lead in _IMPERATIVE_LEADS for verb in _IMPERATIVES)}
 _CUES = (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT), ("Goals", _GOAL))
 
 
 _ALL_NEEDLES = tuple(sorted({needle for needles in _NEEDLES.values() for needle in needles}))
-_ALL_STARTS = tuple(start for starts in _STARTS.values() for start in starts)
+
+
+def _opens_with_imperative(low: str) -> bool:
+    """Whether a lower-cased ASCII statement opens as _NEXT's imperative alternative may match: a
+    verb's letters, after at most one lead word (a prefix test, as the regex's needle)."""
+    return low.startswith(_IMPERATIVES) or (low.startswith(_IMPERATIVE_LEADS)
+                                            and low.partition(" ")[2].startswith(_IMPERATIVES))
 
 
 def without_needles(text: str) -> bool:
@@ -70,11 +76,11 @@ def cue_section(text: str, *, no_needles: bool = False) -> str | None:
     """The section a statement's cue names (the first of Open loops, Decisions, Next steps, Goals), or None.
     `no_needles`: `without_needles` held for a text that contains this one."""
     low = text.lower() if text.isascii() else None
-    if no_needles and low is not None and not low.startswith(_ALL_STARTS):
+    if no_needles and low is not None and not _opens_with_imperative(low):
         return None
     for name, cue in _CUES:
         if low is not None and not (any(map(low.__contains__, _NEEDLES[name]))
-                                    or low.startswith(_STARTS.get(name, ()))):
+                                    or (name == "Next steps" and _opens_with_imperative(low))):
             continue  # ASCII text without any of the cue's words: the regex cannot match
         if cue.search(text):
             return name

@@ -19,6 +19,7 @@ __all__ = ["Said", "said_in", "topic_words", "QUESTION", "MAX_QUOTE_WORDS"]
 
 MAX_QUOTE_WORDS = 30
 QUESTION = re.compile(r"[?？]\s*$")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
 _NOT_TOPIC = STOPWORDS | CHAT_WORDS
 
 
@@ -59,9 +60,16 @@ def said_in(content: str) -> tuple[Said, ...]:
     out: list[Said] = []
     for text in sentences:
         words = count_words(text)
-        if words >= 3 and any(c.isalpha() for c in text):
+        if words >= 3 and _has_letter(text):
             out.append(Said.of(text, words, no_needles=quiet))
     return tuple(out)
+
+
+def _has_letter(text: str) -> bool:
+    """Whether some character is a letter (one regex scan on ASCII text)."""
+    if text.isascii():
+        return _ASCII_LETTER.search(text) is not None
+    return any(c.isalpha() for c in text)
 
 
 def _topics(text: str) -> tuple[str, ...]:

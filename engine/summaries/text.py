@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache, wraps
-from itertools import repeat
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
 
 __all__ = ["split_sentences", "sentences_in", "word_count", "count_words", "WORD", "ascii_words", "content_words",
            "spaced_words",
@@ -20,6 +19,9 @@ _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
 _LIST_PREFIX = re.compile(r"^\s*(?:[-*+>#・•]+|\d+[.)])\s*")
 WORD = re.compile(r"[\w'-]+", re.U)
+# What `strip("'-")` leaves of a WORD match when three characters or more remain: within a run of
+# word characters, apostrophes and hyphens, the longest match runs from its first to its last \w.
+_WORD_OVER_TWO = re.compile(r"\w[\w'-]+\w")
 _ASCII_NOT_ALNUM = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 STOPWORDS = frozenset(
@@ -88,10 +90,10 @@ def count_words(text: str) -> int:
 word_count = memo(count_words)
 
 
-def ascii_words(text: str) -> Iterator[str]:
+def ascii_words(text: str) -> list[str]:
     """An ASCII text's lower-cased words over two letters, stop words included (lower-casing ASCII
-    keeps every word's bounds: one lower() for the text)."""
-    return (t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-")) if len(t) > 2)
+    keeps every word's bounds: one lower() for the text), found by one regex scan."""
+    return _WORD_OVER_TWO.findall(text.lower())
 
 
 @memo
