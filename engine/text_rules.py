@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
 
 from engine.errors import InvalidInputError
 
 __all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "MAX_ID_CHARS"]
 
 MAX_ID_CHARS = 256
+_CONTROL = re.compile(r"[\x00-\x1f]")  # what an id may not hold (a tab, a newline, ...)
 
 
 def surrogate_problem(text: str) -> str | None:
     """Why `text` cannot be stored or searched as UTF-8 (a lone surrogate, e.g. half an emoji), or None."""
+    if text.isascii():  # no surrogate is ASCII
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -24,7 +28,7 @@ def surrogate_problem(text: str) -> str | None:
 def id_problem(name: str, value: object) -> str | None:
     """Why `value` cannot be an id (of a user, thread or message), or None: ids are non-empty printable
     strings of at most MAX_ID_CHARS characters."""
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS or any(ord(c) < 32 for c in value):
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
         return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {value!r}"
     return None
 

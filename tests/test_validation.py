@@ -134,6 +134,17 @@ def test_lone_surrogates_are_invalid_input(engine: ConversationEngine, api: http
     assert engine.stats("alice") == before
 
 
+def test_an_id_with_a_control_character_is_invalid_input(engine: ConversationEngine) -> None:
+    before = engine.stats("alice")
+    for code in range(32):
+        with pytest.raises(InvalidInputError, match="printable characters"):
+            engine.ingest("alice", [{"role": "user", "content": "hi", "message_id": f"id{chr(code)}x"}], index=False)
+    assert engine.stats("alice") == before
+    engine.ingest("alice", [{"role": "user", "content": "hi", "message_id": "café 1\x7f", "created_at": NOW.isoformat()}],
+                  index=False)
+    assert engine.store.existing_message_ids(["café 1\x7f"]) == {"café 1\x7f": "alice"}  # printable: taken
+
+
 # A full disk -------------------------------------------------------------------------------------
 def _limited(limit: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead of killing

@@ -87,7 +87,7 @@ class Ingestor:
         problem = message_time_problem(at, now, self.future_tolerance)
         if problem:
             raise InvalidTimestampError(f"{field} {problem}")
-        return replace(message, created_at=at)
+        return message if at is message.created_at else replace(message, created_at=at)  # UTC already: as is
 
     def end_conversation(self, thread_id: str, reason: str) -> str | None:
         """Explicitly end the open conversation; the next message starts a new one."""
@@ -149,7 +149,7 @@ class Ingestor:
                 ordinal = state.ordinal + 1
                 state = _ConversationState(conversation_id_for(thread_id, ordinal), ordinal, m.created_at, False)
                 opened.append((state.conversation_id, ordinal, seq, m.created_at))
-            state = replace(state, last_at=m.created_at)
+            state = _ConversationState(state.conversation_id, state.ordinal, m.created_at, state.ended)
             placed.append(_message(m, thread_id, user_id, seq, tz, state.conversation_id))
         self._write_conversations(user_id, thread_id, placed, opened, ended)
         return placed, ended
