@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from indexers.greedy_pieces import GreedyPieces
 from indexers.model_files import wordpiece_tokenizer
 
 __all__ = ["TokenCounter", "WordPieceCounter", "CHARS_PER_TOKEN", "PROBE_CHARS_PER_TOKEN"]
@@ -61,6 +62,7 @@ class WordPieceCounter:
         self.exact = not rough
         self._tokenizer: Any = None if rough else tokenizer if tokenizer is not None else wordpiece_tokenizer()
         self._word_counts: dict[str, int] | None = {} if tokenizer is None and not rough else None
+        self._greedy = GreedyPieces.of(self._tokenizer) if self._word_counts is not None else None
 
     def count(self, text: str) -> int:
         if not self.exact:
@@ -131,13 +133,14 @@ class WordPieceCounter:
             return sum(self._counts_of(words))
 
     def _counts_of(self, words: list[str]) -> list[int]:
-        """Each word's count, from the memo or tokenized (once, all new words in one batch)."""
+        """Each word's count, from the memo or counted once (by the WordPiece model in Python, else
+        all new words in one tokenizer batch)."""
         memo = self._word_counts
         assert memo is not None
         counts = list(map(memo.get, words))
         if None in counts:
             fresh = sorted({w for w, n in zip(words, counts) if n is None})
-            learned = dict(zip(fresh, self._encode_counts(fresh)))
+            learned = dict(zip(fresh, map(self._greedy.count, fresh) if self._greedy else self._encode_counts(fresh)))
             _remember(memo, learned)
             counts = [learned[w] if n is None else n for w, n in zip(words, counts)]
         return counts  # type: ignore[return-value]

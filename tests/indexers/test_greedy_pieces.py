@@ -1,0 +1,54 @@
+"""A plain word's WordPiece count worked out in Python equals the tokenizer's."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from indexers.greedy_pieces import GreedyPieces
+from indexers.model_files import wordpiece_tokenizer
+from indexers.wordpieces import WordPieceCounter
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.jsonl"
+_PLAIN_WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")  # the words the counter's memo learns
+
+
+def _words(vocab: list[str]) -> list[str]:
+    """The sample's plain words, every ASCII punctuation mark, the vocabulary's plain entries alone
+    and in pairs (the longest pieces), and seeded random words of 1 to 120 characters (over
+    max_input_chars_per_word, 100, a word is one [UNK]), some of rare letters."""
+    text = " ".join(json.loads(line)["content"] for line in SAMPLE.read_text(encoding="utf-8").splitlines())
+    words = set(_PLAIN_WORD.findall(text.lower())) | {chr(c) for c in range(33, 127) if not chr(c).isalnum()}
+    entries = [e.removeprefix("##") for e in vocab if re.fullmatch(r"(##)?[a-z0-9]+", e)]
+    rng = random.Random(7)
+    words |= set(entries) | {rng.choice(entries) + rng.choice(entries) for _ in range(5000)}
+    for alphabet in ("abcdefghijklmnopqrstuvwxyz0123456789", "qxzjkvw9", "eariotnslc"):
+        words |= {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 120))) for _ in range(1500)}
+    return sorted(words)
+
+
+def test_a_plain_words_count_is_the_tokenizers() -> None:
+    tokenizer = wordpiece_tokenizer()
+    greedy = GreedyPieces.of(tokenizer)
+    assert greedy is not None
+    words = _words(list(tokenizer.get_vocab()))
+    assert any(len(w) > 100 for w in words) and len(words) > 30_000
+    assert [greedy.count(w) for w in words] == [len(tokenizer.encode(w, add_special_tokens=False).ids) for w in words]
+
+
+def test_the_counter_learns_the_same_counts_either_way() -> None:
+    """The counter with the Python model and one asking the tokenizer for each new word agree."""
+    texts = [json.loads(line)["content"] for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    fast, slow = WordPieceCounter(), WordPieceCounter()
+    slow._greedy = None
+    assert fast.count_many(texts) == slow.count_many(texts)
+    assert fast._word_counts == slow._word_counts and fast._word_counts
+
+
+def test_a_tokenizer_that_is_not_bert_wordpiece_has_no_python_model() -> None:
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    assert GreedyPieces.of(Tokenizer(BPE())) is None
