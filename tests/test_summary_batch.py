@@ -3,8 +3,10 @@ reads its range once, the scheduled close reads the last day only (not the whole
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Iterator
 
 from engine.api import ConversationEngine
 from engine.config import Settings
@@ -58,12 +60,17 @@ def test_a_bulk_ingest_reads_its_turns_once_and_the_close_reads_the_last_day_onl
         assert engine.store.timeline.get_day_segment("u:continuous:day:2024-03-11", user_id="u").summary_markdown
 
 
-def test_turn_range_slices_what_it_holds_and_reads_the_union_when_asked_next_to_it(tmp_path: Path) -> None:
+@contextmanager
+def _turn_range(tmp_path: Path, n_days: int, per_day: int) -> Iterator[tuple[TurnRange, _Counting]]:
+    """A turn range over a stored thread (no summaries), and the count of what it reads."""
     with ConversationEngine(tmp_path / "home", settings=Settings(summarizer="none"), embedder=None) as engine:
         engine.add_user("u", "UTC")
-        engine.ingest("u", _days(2, 10), index=False)
-        counting = _Counting(engine)
-        turns = TurnRange(engine.store, "u:continuous")
+        engine.ingest("u", _days(n_days, per_day), index=False)
+        yield TurnRange(engine.store, "u:continuous"), _Counting(engine)
+
+
+def test_turn_range_slices_what_it_holds_and_reads_the_union_when_asked_next_to_it(tmp_path: Path) -> None:
+    with _turn_range(tmp_path, 2, 10) as (turns, counting):
         turns.prefetch([(1, 5), (6, 12)])
         assert [m.seq for m in turns.between(3, 8)] == [3, 4, 5, 6, 7, 8] and counting.queries == 1
         assert [m.seq for m in turns.between(10, 15)] == [10, 11, 12, 13, 14, 15] and counting.queries == 2
@@ -73,11 +80,7 @@ def test_turn_range_slices_what_it_holds_and_reads_the_union_when_asked_next_to_
 
 def test_a_turn_range_reads_a_far_ask_alone(tmp_path: Path) -> None:
     """Next to what it holds but much smaller than the union: only the ask is read."""
-    with ConversationEngine(tmp_path / "home", settings=Settings(summarizer="none"), embedder=None) as engine:
-        engine.add_user("u", "UTC")
-        engine.ingest("u", _days(130, 20), index=False)
-        counting = _Counting(engine)
-        turns = TurnRange(engine.store, "u:continuous")
+    with _turn_range(tmp_path, 130, 20) as (turns, counting):
         assert len(turns.between(1, 2500)) == 2500
         assert [m.seq for m in turns.between(2501, 2502)] == [2501, 2502] and counting.rows == 2500 + 2  # not 1..2502
         assert len(turns.between(2503, 2600)) == 98 and counting.rows == 2500 + 2 + 100  # close: the union 2501..2600
