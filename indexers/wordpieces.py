@@ -14,6 +14,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
+from functools import cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,7 +45,11 @@ class TokenCounter(Protocol):
 # Plain text: printable ASCII and the white space BERT keeps. On it MiniLM's normalizer only
 # lowercases and its pre-tokenizer cuts runs of letters and digits and single punctuation marks,
 # so a text's count is the sum of its words' counts, each word tokenized once and remembered.
+# The tokenizer's added tokens are matched whole in the raw text first ("[CLS]" is one piece, where
+# its three words count three): text holding one is not plain.
+ADDED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _UNPLAIN = re.compile(r"[^\t\n\r -~]")
+_ADDED = re.compile("|".join(map(re.escape, ADDED_TOKENS)))
 _BERT_WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 _BERT_WORD_SPLIT = re.compile(f"({_BERT_WORD.pattern})")
 _MEMO_LIMIT = 200_000  # distinct words remembered (~20 MB at most)
@@ -62,7 +67,7 @@ class WordPieceCounter:
         self.exact = not rough
         self._tokenizer: Any = None if rough else tokenizer if tokenizer is not None else wordpiece_tokenizer()
         self._word_counts: dict[str, int] | None = {} if tokenizer is None and not rough else None
-        self._greedy = GreedyPieces.of(self._tokenizer) if self._word_counts is not None else None
+        self._greedy = _default_greedy() if self._word_counts is not None else None
 
     def count(self, text: str) -> int:
         if not self.exact:
@@ -233,8 +238,15 @@ class WordPieceCounter:
         return list(zip(pieces, self.count_many(pieces)))
 
 
+@cache
+def _default_greedy() -> GreedyPieces | None:
+    """MiniLM's WordPiece model in Python for the default counter, read once per process (~40 ms);
+    it never changes, so every counter and thread may share it."""
+    return GreedyPieces.of(wordpiece_tokenizer())
+
+
 def _plain(text: str) -> bool:
-    return text.isascii() and not _UNPLAIN.search(text)
+    return text.isascii() and not _UNPLAIN.search(text) and not ("[" in text and _ADDED.search(text))
 
 
 def _remember(memo: dict, learned: dict) -> None:
