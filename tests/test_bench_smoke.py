@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bench_micro, run_scale
+from benchmarks import bench_many_threads, bench_micro, run_scale
 from benchmarks.generate import (DEFAULT_START, LATEST_END, MIN_MESSAGES_PER_DAY, SyntheticEmbedder, ThreadParams,
                                  generate, iter_messages, make_queries)
 from benchmarks.naive import NaiveHybrid, from_shard
@@ -145,3 +145,12 @@ def test_a_long_generated_thread_starts_early_enough_to_end_before_now():
     big = ThreadParams(n_messages=1_000_000).first_day()
     assert datetime(1970, 1, 1, tzinfo=timezone.utc) < big < DEFAULT_START
     assert big + timedelta(days=1_000_000 // MIN_MESSAGES_PER_DAY) <= LATEST_END
+
+
+def test_many_threads_imports_one_thread_per_conversation() -> None:
+    assert bench_many_threads.export(3, 4, seed=1) == bench_many_threads.export(3, 4, seed=1)
+    assert bench_many_threads.export(3, 4, seed=1) != bench_many_threads.export(3, 4, seed=2)
+    figures = bench_many_threads.run(5, 4)
+    assert (figures["threads"], figures["messages"]) == (5, 20)
+    assert figures["stored"]["threads"] == 5 and figures["stored"]["conversations"] == 5
+    assert figures["summaries"] == 10 and figures["messages_per_s"] > 0  # a day's and a conversation's each
