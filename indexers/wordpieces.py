@@ -67,7 +67,6 @@ class WordPieceCounter:
         self.exact = not rough
         self._tokenizer: Any = None if rough else tokenizer if tokenizer is not None else wordpiece_tokenizer()
         self._word_counts: dict[str, int] | None = {} if tokenizer is None and not rough else None
-        self._greedy = _default_greedy() if self._word_counts is not None else None
 
     def count(self, text: str) -> int:
         if not self.exact:
@@ -139,13 +138,15 @@ class WordPieceCounter:
 
     def _counts_of(self, words: list[str]) -> list[int]:
         """Each word's count, from the memo or counted once (by the WordPiece model in Python, else
-        all new words in one tokenizer batch)."""
+        all new words in one tokenizer batch). Only the default counter has a memo, so the model
+        is the default tokenizer's."""
         memo = self._word_counts
         assert memo is not None
         counts = list(map(memo.get, words))
         if None in counts:
             fresh = sorted({w for w, n in zip(words, counts) if n is None})
-            learned = dict(zip(fresh, map(self._greedy.count, fresh) if self._greedy else self._encode_counts(fresh)))
+            greedy = _default_greedy()
+            learned = dict(zip(fresh, map(greedy.count, fresh) if greedy else self._encode_counts(fresh)))
             _remember(memo, learned)
             counts = [learned[w] if n is None else n for w, n in zip(words, counts)]
         return counts  # type: ignore[return-value]
@@ -240,8 +241,8 @@ class WordPieceCounter:
 
 @cache
 def _default_greedy() -> GreedyPieces | None:
-    """MiniLM's WordPiece model in Python for the default counter, read once per process (~40 ms);
-    it never changes, so every counter and thread may share it."""
+    """MiniLM's WordPiece model in Python for the default counter, read once per process (~40 ms)
+    when the first new word is counted; it never changes, so every counter and thread may share it."""
     return GreedyPieces.of(wordpiece_tokenizer())
 
 

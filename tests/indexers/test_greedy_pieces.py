@@ -7,12 +7,14 @@ import random
 import re
 from pathlib import Path
 
+import pytest
+
 from indexers.greedy_pieces import GreedyPieces
 from indexers.model_files import wordpiece_tokenizer
-from indexers.wordpieces import ADDED_TOKENS, WordPieceCounter
+from indexers import wordpieces
+from indexers.wordpieces import _BERT_WORD, ADDED_TOKENS, WordPieceCounter
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.jsonl"
-_PLAIN_WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")  # the words the counter's memo learns
 
 
 def _words(vocab: list[str]) -> list[str]:
@@ -20,7 +22,7 @@ def _words(vocab: list[str]) -> list[str]:
     and in pairs (the longest pieces), and seeded random words of 1 to 120 characters (over
     max_input_chars_per_word, 100, a word is one [UNK]), some of rare letters."""
     text = " ".join(json.loads(line)["content"] for line in SAMPLE.read_text(encoding="utf-8").splitlines())
-    words = set(_PLAIN_WORD.findall(text.lower())) | {chr(c) for c in range(33, 127) if not chr(c).isalnum()}
+    words = set(_BERT_WORD.findall(text.lower())) | {chr(c) for c in range(33, 127) if not chr(c).isalnum()}
     entries = [e.removeprefix("##") for e in vocab if re.fullmatch(r"(##)?[a-z0-9]+", e)]
     rng = random.Random(7)
     words |= set(entries) | {rng.choice(entries) + rng.choice(entries) for _ in range(5000)}
@@ -38,12 +40,14 @@ def test_a_plain_words_count_is_the_tokenizers() -> None:
     assert [greedy.count(w) for w in words] == [len(tokenizer.encode(w, add_special_tokens=False).ids) for w in words]
 
 
-def test_the_counter_learns_the_same_counts_either_way() -> None:
+def test_the_counter_learns_the_same_counts_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
     """The counter with the Python model and one asking the tokenizer for each new word agree."""
     texts = [json.loads(line)["content"] for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    fast, slow = WordPieceCounter(), WordPieceCounter()
-    slow._greedy = None
-    assert fast.count_many(texts) == slow.count_many(texts)
+    fast = WordPieceCounter()
+    fast_counts = fast.count_many(texts)
+    monkeypatch.setattr(wordpieces, "_default_greedy", lambda: None)  # every new word to the tokenizer
+    slow = WordPieceCounter()
+    assert fast_counts == slow.count_many(texts)
     assert fast._word_counts == slow._word_counts and fast._word_counts
 
 
