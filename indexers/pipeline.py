@@ -9,7 +9,7 @@
 * `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
   new version and swaps it in; readers keep the old shard object until the swap.
 * Every shard also holds its user's message metadata (`MessageTable`, never saved): loaded from
-  the store in one query with the shard, then kept current by `_update_thread` and
+  the store in one query with the shard, then kept current by `_update_threads` and
   `forget_messages`, so a search builds its hits without SQL.
 """
 
@@ -28,6 +28,7 @@ import numpy as np
 from engine.models import Message
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
+from indexers.thread_reads import messages_of_threads
 from indexers.window_vectors import message_lines_to_embed, put_message_vectors, texts_to_embed, vectors_of
 from indexers.bm25 import Bm25Index, Bm25Params
 from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
@@ -222,23 +223,24 @@ class IndexPipeline:
         return self._catch_up(self.shard(user_id))
 
     def _catch_up(self, shard: Shard) -> tuple[int, int, int]:
+        """Index what the store holds past each thread's watermark (threads behind read together)."""
         totals = [0, 0, 0]
         with shard.lock:
-            for thread_id, last_seq in self.store.last_seqs(shard.manifest.user_id).items():
-                counts = self._update_thread(shard, thread_id, last_seq)
+            for counts in self._update_threads(shard, self.store.last_seqs(shard.manifest.user_id)):
                 totals = [a + b for a, b in zip(totals, counts)]
         return totals[0], totals[1], totals[2]
 
-    def _update_thread(self, shard: Shard, thread_id: str, last_seq: int) -> tuple[int, int, int]:
-        watermark = shard.manifest.watermarks.get(thread_id, 0)
-        if last_seq <= watermark:
-            return 0, 0, 0
-        tail = shard.manifest.tails.get(thread_id, 0)
-        messages = self.store.messages_in_range(thread_id, tail)
-        shard.messages.put(messages)
-        added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter,
-                                      self.params.build_workers)
-        return last_seq - watermark, added, removed
+    def _update_threads(self, shard: Shard, last_seqs: Mapping[str, int]) -> Iterator[tuple[int, int, int]]:
+        """For each thread past its watermark: its messages from its tail on put into the shard and
+        re-chunked; (messages, windows added, windows removed)."""
+        behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
+                  if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
+        for thread_id, messages in messages_of_threads(self.store, behind):
+            watermark, last_seq = shard.manifest.watermarks.get(thread_id, 0), behind[thread_id][1]
+            shard.messages.put(messages)
+            added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter,
+                                          self.params.build_workers)
+            yield last_seq - watermark, added, removed
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,
                       limit: int | None = None) -> tuple[int, int]:
@@ -347,9 +349,7 @@ class IndexPipeline:
         phase = Phases()
         with phase("chunk"):
             shard = self._fresh_shard(user_id)
-            messages = 0
-            for thread_id, last_seq in self.store.last_seqs(user_id).items():
-                messages += self._update_thread(shard, thread_id, last_seq)[0]
+            messages = sum(counts[0] for counts in self._update_threads(shard, self.store.last_seqs(user_id)))
         with phase("vectors"):
             if self.embedder is not None and shard.adopt_saved_vectors(self.root, self.params.hnsw):
                 reused, computed = vectors_of(shard.chunks.values()), 0

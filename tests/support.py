@@ -26,7 +26,7 @@ from engine.config import Settings
 from indexers.embedders import Embedder, load_embedder
 
 __all__ = ["HashEmbedder", "real_embedder", "free_port", "live_server", "live", "NOW", "ALICE", "BOB", "messages",
-           "CRASH_T0", "open_engine", "batch"]
+           "CRASH_T0", "open_engine", "batch", "StatementCount", "chat_export"]
 
 
 class HashEmbedder:
@@ -142,3 +142,28 @@ def batch(k: int, size: int) -> list[dict]:
                     "content": text + (f" lastof{k}" if i == size - 1 else ""),
                     "created_at": (CRASH_T0 + timedelta(seconds=30 * (k * 10_000 + i))).isoformat()})
     return out
+
+
+class StatementCount:
+    """Counts every statement the engine's store runs from now on."""
+
+    def __init__(self, engine: ConversationEngine) -> None:
+        self.count = 0
+        db = engine.store.db
+        for name in ("execute", "execute_with", "insert_arrow"):
+            inner = getattr(db, name)
+
+            def counted(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+                self.count += 1
+                return _inner(*args, **kwargs)
+            setattr(db, name, counted)
+
+
+def chat_export(threads: int, per_thread: int, start: datetime) -> list[dict]:
+    """A ChatGPT-style export (`conversations.json`): `threads` conversations of `per_thread`
+    turns 30 s apart, each two hours after the last."""
+    return [{"id": f"c{c}", "title": f"Chat {c}", "messages": [
+        {"role": "user" if i % 2 == 0 else "assistant", "id": f"c{c}-m{i}",
+         "create_time": start.timestamp() + c * 7200 + i * 30,
+         "content": f"We decided to use topic{c} for step {i}. I'll send the report tomorrow."}
+        for i in range(per_thread)]} for c in range(threads)]

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from engine.api import ConversationEngine
+from engine.config import Settings
 from engine.errors import ImportFileError, InvalidInputError
 from engine.importers import FORMATS, ImportReport, SkippedRecord, export_thread_parquet, import_file
 from engine.importers.legacy import MIGRATED_TITLE
 from engine.importers.locomo import load_locomo, parse_locomo_datetime, repair_evidence, session_numbers
 from engine.store.ingest import Ingestor
 from engine.store.core import Store
+from tests.support import StatementCount, chat_export
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"
@@ -298,6 +301,14 @@ def tiny_locomo(tmp_path: Path, **conversation_extra) -> Path:
     return path
 
 
+def test_locomo_sessions_closer_than_the_idle_timeout_stay_two_conversations(store, tmp_path):
+    """Session 2 starts 9 minutes after session 1's last turn: its own call, after session 1 ended."""
+    report = run(store, tiny_locomo(tmp_path, session_2_date_time="9:10 am on 3 March, 2023"), "locomo", user_id="x")
+    assert report.inserted == 3
+    conversations = sorted(store.timeline.conversations("conv-x:continuous"), key=lambda c: c.first_seq)
+    assert [(c.first_seq, c.last_seq, c.end_reason) for c in conversations] == [(1, 2, "session end"), (3, 3, "session end")]
+
+
 def test_locomo_sessions_summaries_and_shared_days(store, tmp_path):
     report = run(store, tiny_locomo(tmp_path), "locomo", user_id="ignored")
     assert (report.users, report.inserted, report.summaries) == (("conv-x",), 3, 2)
@@ -395,3 +406,26 @@ def test_locomo_date_parser(text, expected):
 def test_locomo_date_parser_refuses_bad_dates(text):
     with pytest.raises(InvalidInputError, match="1:56 pm on 8 May, 2023|not a real date"):
         parse_locomo_datetime(text)
+
+
+def test_a_chat_export_of_many_short_conversations_is_stored_in_statements_of_many_threads(tmp_path: Path) -> None:
+    """A ChatGPT export holds one thread per conversation: their threads are made, their records
+    checked and appended together (thread by thread: ~17 statements each), every thread as it
+    would be alone."""
+    export = chat_export(60, 4, datetime(2024, 3, 4, 9, tzinfo=timezone.utc))
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", settings=Settings(summarizer="none"), embedder=None) as engine:
+        statements = StatementCount(engine)
+        report = engine.import_file(path, fmt="openai", user_id="u")
+        assert (report.inserted, len(report.threads)) == (240, 60)
+        assert statements.count <= 30, statements.count
+        for thread in engine.store.threads_of("u")[::7]:
+            number = int(thread.thread_id.rsplit(":c", 1)[1])  # u:openai:c<number>
+            turns = engine.store.messages_in_range(thread.thread_id, 1)
+            assert [m.content for m in turns] == [m["content"] for m in export[number]["messages"]]
+            assert [(c.first_seq, c.last_seq) for c in engine.store.timeline.conversations(thread.thread_id)] == [(1, 4)]
+            assert engine.store.thread_tail(thread.thread_id) == (4, turns[-1].created_at.replace(tzinfo=None))
+        for check in ("store_seq_order", "store_thread_tail", "store_orphan_turn", "store_day_bounds",
+                      "store_conversation_bounds"):
+            assert engine.store.checks.problems(check) == [], check

@@ -3,6 +3,7 @@ reads its range once, the scheduled close reads the last day only (not the whole
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Iterator
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.summaries.batch import TurnRange
+from engine.summaries.policy import DAY_NOTE_PREFIX
+from tests.support import StatementCount, chat_export
 
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
 LATER = datetime(2024, 4, 1, 12, 0, tzinfo=timezone.utc)
@@ -116,3 +119,28 @@ def test_one_ingest_of_more_than_a_block_reads_each_stretch_of_the_thread_once(t
         assert (sum(s.kind == "day" for s in summaries), sum(s.kind == "conversation" for s in summaries)) == (260, 2599)
         reads = counting.turn_reads
         assert len(reads) <= 13 and sum(reads) <= 2 * 5200 + 13 * 20, reads  # the stale checks', then each block's (a day apart)
+
+
+def test_a_backfill_of_many_short_threads_runs_in_statements_of_many_threads(tmp_path: Path) -> None:
+    """An import of a chat export holds one thread per conversation: its summaries are asked of
+    and written to the store for all threads at once (thread by thread: ~26 statements a thread),
+    and each day summary's note lands in its own thread as an ingest would place it."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(chat_export(60, 4, T0)), encoding="utf-8")
+    home = tmp_path / "home"
+    with ConversationEngine(home, settings=Settings(summarizer="none"), embedder=None) as engine:
+        engine.import_file(path, fmt="openai", user_id="u")
+    with ConversationEngine(home, settings=Settings(summary_workers=0), embedder=None, clock=lambda: LATER) as engine:
+        statements = StatementCount(engine)
+        report = engine.summarize("u")
+        assert (report.day_summaries, report.conversation_summaries) == (60, 60)
+        assert statements.count <= 40, statements.count
+        threads = engine.store.threads_of("u")
+        for thread in threads[:: 7]:
+            *turns, note = engine.store.messages_in_range(thread.thread_id, 1)
+            assert note.kind == "note" and note.seq == len(turns) + 1 == 5 and note.created_at == turns[-1].created_at
+            assert note.conversation_id == turns[-1].conversation_id and note.content.startswith(DAY_NOTE_PREFIX)
+        assert sum(engine.store.message_count(t.thread_id) for t in threads) == 240  # notes are not turns
+        for check in ("store_seq_order", "store_thread_tail", "store_day_bounds", "store_conversation_bounds",
+                      "store_summary_span"):
+            assert engine.store.checks.problems(check) == [], check

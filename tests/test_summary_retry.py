@@ -90,6 +90,29 @@ def test_an_ingest_succeeds_while_the_summarizer_is_down_and_the_summary_follows
         assert engine.summaries.retry_status() == {"pending_retries": 0, "last_error": None}
 
 
+def test_the_retries_of_several_users_each_land_in_their_own_user(tmp_path: Path, llm: FakeLLM) -> None:
+    """The background step retries every user's failed summaries at once: each is written, with
+    its day's note, for its own user and thread."""
+    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=2)
+    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
+        now = [0.0]
+        engine.summaries.retries.clock = lambda: now[0]
+        for user in ("ann", "bob"):
+            engine.add_user(user, "UTC")
+            engine.ingest(user, _turns(f"{user}1", f"{user}2"))
+        assert engine.summaries.retry_status()["pending_retries"] == 2
+        llm.down = False
+        now[0] += RETRY_AFTER_S
+        engine.maintain()
+        assert engine.summaries.retry_status() == {"pending_retries": 0, "last_error": None}
+        for user in ("ann", "bob"):
+            summary = engine.store.timeline.get_summary(day_summary_id(f"{user}:continuous", date(2024, 7, 1)),
+                                                        user_id=user)
+            assert summary is not None and "blue boat" in summary.markdown
+            *_, note = engine.store.messages_in_range(f"{user}:continuous", 1)
+            assert note.kind == "note" and note.user_id == user
+
+
 @pytest.mark.slow
 def test_the_server_reports_the_failure_and_retries_by_itself(tmp_path: Path, llm: FakeLLM) -> None:
     home = tmp_path / "home"

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 
-from engine.importers.records import FlatGrouper, ImportContext, Totals, ingest_batches, progress_bar
+from engine.importers.appending import ingest_batches
+from engine.importers.records import FlatGrouper, ImportContext, Totals, progress_bar
 
 __all__ = ["import_jsonl"]
 

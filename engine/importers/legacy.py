@@ -17,8 +17,9 @@ from typing import Any, Iterator
 from zoneinfo import ZoneInfo
 
 from engine.errors import ConvsearchError, ImportFileError
+from engine.importers.appending import ingest_batches
 from engine.importers.records import (
-    BadRecord, ImportContext, Item, ThreadBatch, Totals, ZoneBook, check_message, ingest_batches, load_json,
+    BadRecord, ImportContext, Item, ThreadBatch, Totals, ZoneBook, check_message, load_json,
 )
 from engine.models import NewMessage
 from engine.timeutil import parse_timestamp

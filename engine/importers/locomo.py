@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ImportFileError, InvalidTimestampError
+from engine.importers.appending import ingest_batches
 from engine.importers.records import (
-    BadRecord, ImportContext, Issues, Item, ThreadBatch, Totals, check_id, check_message, ingest_batches,
-    load_json,
+    BadRecord, ImportContext, Issues, Item, ThreadBatch, Totals, check_id, check_message, load_json,
 )
 from engine.models import Message, NewMessage, Summary, day_segment_id
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import ImportFileError
-from engine.importers.records import FlatGrouper, ImportContext, Totals, ingest_batches, progress_bar
+from engine.importers.appending import ingest_batches
+from engine.importers.records import FlatGrouper, ImportContext, Totals, progress_bar
 
 __all__ = ["import_parquet", "BATCH_ROWS"]
 

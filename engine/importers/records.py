@@ -1,36 +1,34 @@
-"""Shared pieces of the importers: report types, the bad-record policy, flat rows, batched ingest.
+"""Shared pieces of the importers: report types, the bad-record policy, flat rows.
 
 Every importer turns its file into `ThreadBatch`es (one per user and thread, messages already
-stamped with aware UTC times); `ingest_batches` then sorts each batch by time (stable, so file
-order breaks ties) and appends it through the Ingestor, all inside the caller's transaction.
+stamped with aware UTC times) and hands them to `appending.ingest_batches`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 from zoneinfo import ZoneInfo
 
 from tqdm import tqdm
 
-from engine.errors import ConvsearchError, ImportFileError, InvalidInputError, UnknownUserError
+from engine.errors import ConvsearchError, ImportFileError, UnknownUserError
 from engine.store.ingest import Ingestor, message_problem
-from engine.models import IngestResult, NewMessage
+from engine.models import NewMessage
 from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import id_problem
-from engine.timeutil import parse_timestamp, to_utc, zone
+from engine.timeutil import parse_timestamp, zone
 
 __all__ = [
     "SkippedRecord", "ImportReport", "BadRecord", "Issues", "Item", "ThreadBatch", "ImportContext",
-    "Totals", "BatchOutcome", "ZoneBook", "FlatGrouper", "ingest_batches", "check_message", "check_id",
-    "flat_message", "load_json", "progress_bar", "INGEST_CHUNK",
+    "Totals", "BatchOutcome", "ZoneBook", "FlatGrouper", "check_message", "check_id",
+    "flat_message", "load_json", "progress_bar",
 ]
 
-INGEST_CHUNK = 1000  # messages per Ingestor call: bounds each Arrow insert, keeps the bar moving
 SKIP_HINT = "fix the record, or pass skip_bad=True (--skip-bad) to skip such records"
 
 
@@ -273,112 +271,3 @@ def _metadata(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadRecord(f"metadata must be an object, got {type(value).__name__}")
     return value
-
-
-def ingest_batches(ctx: ImportContext, batches: Iterable[ThreadBatch]) -> Totals:
-    """Append every batch (time-sorted) through the Ingestor; the caller holds the transaction."""
-    batches = [b for b in _claimed(ctx, list(batches)) if b.items]
-    users: dict[str, None] = {}
-    threads: dict[str, None] = {}
-    outcomes: list[BatchOutcome] = []
-    with progress_bar(ctx.progress, sum(len(b.items) for b in batches), "ingest") as bar:
-        for batch in batches:
-            outcome = _ingest_one(ctx, batch, bar)
-            users[batch.user_id] = None
-            threads[outcome.thread_id] = None
-            outcomes.append(outcome)
-    return Totals(users=tuple(users), threads=tuple(threads), inserted=sum(len(o.inserted) for o in outcomes),
-                  duplicates=sum(o.duplicates for o in outcomes), outcomes=tuple(outcomes))
-
-
-def _ingest_one(ctx: ImportContext, batch: ThreadBatch, bar: tqdm) -> BatchOutcome:
-    store = ctx.store
-    store.ensure_user(batch.user_id, batch.timezone)
-    try:
-        if batch.thread_id is not None:
-            store.ensure_thread(batch.user_id, batch.thread_id, title=batch.title)
-    except InvalidInputError as exc:
-        raise ImportFileError(f"{exc.message}; nothing was imported", location=batch.items[0].location) from None
-    items = _storable(ctx, batch, sorted(batch.items, key=lambda item: item.message.created_at))
-    if not items:
-        return BatchOutcome(thread_id=batch.thread_id or continuous_thread_id(batch.user_id), inserted=(), duplicates=0)
-    size = len(items) if batch.as_conversation else INGEST_CHUNK  # one conversation must be one call
-    results: list[IngestResult] = []
-    for start in range(0, len(items), size):
-        chunk = items[start:start + size]
-        try:
-            results.append(ctx.ingestor.add_messages(batch.user_id, [i.message for i in chunk],
-                                                     thread_id=batch.thread_id, as_conversation=batch.as_conversation))
-        except ConvsearchError as exc:  # e.g. older than what the stored thread already holds
-            where = chunk[0].location if len(chunk) == 1 else f"{chunk[0].location} to {chunk[-1].location}"
-            thread = batch.thread_id or continuous_thread_id(batch.user_id)
-            raise ImportFileError(f"thread {thread}: {exc.message}; nothing was imported", location=where) from None
-        bar.update(len(chunk))
-    if batch.end_reason and any(r.inserted for r in results):
-        ctx.ingestor.end_conversation(results[0].thread_id, batch.end_reason)
-    return BatchOutcome(thread_id=results[0].thread_id, inserted=tuple(i for r in results for i in r.inserted),
-                        duplicates=sum(len(r.duplicates) for r in results))
-
-
-def _storable(ctx: ImportContext, batch: ThreadBatch, items: list[Item]) -> list[Item]:
-    """The items the thread can take: a time out of range, or older than the thread's stored history
-    (duplicates aside), is a bad record: the import fails on it, or skips it with skip_bad."""
-    thread_id = batch.thread_id or continuous_thread_id(batch.user_id)
-    last_at = ctx.store.thread_tail(thread_id)[1]
-    last_at = to_utc(last_at) if last_at is not None else None
-    fresh = {id(m) for m in ctx.ingestor.fresh(batch.user_id, thread_id, [i.message for i in items])}
-    _report_changed(ctx, batch.user_id, thread_id, [i for i in items if id(i.message) not in fresh])
-    kept = []
-    for item in items:
-        at = item.message.created_at
-        problem = ctx.ingestor.time_problem(at)
-        if problem is None and last_at is not None and at < last_at and id(item.message) in fresh:
-            problem = (f"{at.isoformat()} is older than the last message already stored in thread {thread_id} "
-                       f"({last_at.isoformat()}): threads are appended in time order; import older history into "
-                       "a thread of its own")
-        if problem is not None:
-            ctx.issues.bad(item.location, f"created_at {problem}")
-            continue
-        kept.append(item)
-    return kept
-
-
-def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, duplicates: list[Item]) -> None:
-    """A re-imported id whose content differs from the stored message is reported, not silently counted;
-    with `update` its text replaces the stored one (the caller re-indexes it)."""
-    if not duplicates:
-        return
-    stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
-                                       [i.message.external_id for i in duplicates if i.message.external_id])
-    for item in duplicates:
-        key = item.message.message_id or item.message.external_id
-        if key not in stored or stored[key][2] == item.message.content:
-            continue
-        message_id, seq, _ = stored[key]
-        if ctx.update:
-            ctx.store.replace_content(message_id, item.message.content)
-            ctx.issues.rewritten.append((user_id, thread_id, seq))
-        outcome = "replaced by the new text (--update)" if ctx.update else "the stored message was kept (--update replaces it)"
-        ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is already stored with other content: "
-                                                               + outcome))
-
-
-def _claimed(ctx: ImportContext, batches: list[ThreadBatch]) -> list[ThreadBatch]:
-    """Drop records whose message_id belongs to another user (in the store or earlier in the file)."""
-    ids = [i.message.message_id for b in batches for i in b.items if i.message.message_id]
-    owners = dict(ctx.store.existing_message_ids(set(ids))) if ids else {}
-    kept_batches = []
-    for batch in batches:
-        kept = []
-        for item in batch.items:
-            mid = item.message.message_id
-            owner = owners.setdefault(mid, batch.user_id) if mid else batch.user_id
-            if owner != batch.user_id:
-                ctx.issues.bad(item.location, f"message_id {mid!r} already belongs to another user: "
-                                              "message ids are unique across the store, use external_id instead")
-                continue
-            kept.append(item)
-        kept_batches.append(replace(batch, items=tuple(kept)))
-    return kept_batches
-
-

@@ -71,12 +71,11 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
     written: list[Summary] = []
     ended = 0
     for user in users:
-        threads = engine.store.threads_of(user)
-        ended += sum(engine.summaries.end_idle(t.thread_id, moment) for t in threads)
-        for thread in engine.store.threads_of(user):
-            apply_retention(engine, user, thread.thread_id)
-        for thread in threads:
-            written += engine.summaries.close_days(user, thread.thread_id, moment, since=since, last_only=last_only)
+        threads = [thread.thread_id for thread in engine.store.threads_of(user)]
+        ended += engine.summaries.backfill.end_idle(threads, moment)
+        for thread_id in threads:
+            apply_retention(engine, user, thread_id)
+        written += engine.summaries.backfill.close_days(user, threads, moment, since=since, last_only=last_only)
     return SummarizeReport.of(users, written, ended)
 
 

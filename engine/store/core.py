@@ -10,22 +10,23 @@ import json
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
+from engine.store.across_threads import AcrossThreads
 from engine.store.checks import StoreChecks
 from engine.store.db import Database
 from engine.store.embedding_cache import EmbeddingCache
 from engine.store.history import History
 from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadError, UnknownUserError
 from engine.models import Message, Thread, User
-from engine.store.rows import MESSAGE_COLUMNS, message_from_row, naive_utc, thread_from_row, user_from_row
+from engine.store.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc, thread_from_row, user_from_row
 from engine.store.timeline import Timeline
 from engine.text_rules import id_problem
 from engine.timeutil import utcnow, zone
 
-__all__ = ["Store", "STORE_FILENAME", "continuous_thread_id"]
+__all__ = ["Store", "STORE_FILENAME", "continuous_thread_id", "taken_thread"]
 
 STORE_FILENAME = "convsearch.duckdb"
 TAIL_PROBE = 1024  # seqs below a thread's last one where `thread_tail` looks for its last time first
@@ -46,11 +47,13 @@ def continuous_thread_id(user_id: str) -> str:
 
 class Store:
     """Users, threads and messages; conversations, days and summaries live in `self.timeline`, the
-    reads navigation and filters need in `self.history`, the doctor's checks in `self.checks`."""
+    reads navigation and filters need in `self.history`, the doctor's checks in `self.checks`, the
+    statements over many threads at once in `self.across`."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.db = Database(path)
-        self.timeline = Timeline(self.db)
+        self.across = AcrossThreads(self.db)
+        self.timeline = Timeline(self.db, self.across)
         self.history = History(self.db)
         self.checks = StoreChecks(self.db)
         self._users: dict[str, User] = {}  # users never change once created; deletion evicts
@@ -132,21 +135,40 @@ class Store:
 
     def ensure_thread(self, user_id: str, thread_id: str, *, title: str | None = None) -> Thread:
         """A plain (non-continuous) thread of the user, created when new."""
-        _check_id("thread_id", thread_id)
-        self.get_user(user_id)
-        rows = self.db.execute("SELECT user_id FROM threads WHERE thread_id = ?", [thread_id])
-        if rows and rows[0][0] != user_id:
-            raise InvalidInputError(f"thread id {thread_id!r} is taken: choose another thread id")
-        if not rows:
-            self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
-                            "VALUES (?, ?, 'thread', ?, ?)", [thread_id, user_id, title, naive_utc(utcnow())])
+        if self.ensure_threads(user_id, {thread_id: title}):
+            raise InvalidInputError(taken_thread(thread_id))
         return self.get_thread(thread_id, user_id=user_id)
+
+    def ensure_threads(self, user_id: str, titles: Mapping[str, str | None]) -> list[str]:
+        """`ensure_thread` for many (thread -> title) in one query and one insert; returns those
+        that are another user's, left as they are (the caller says which record asked for them)."""
+        for thread_id in titles:
+            _check_id("thread_id", thread_id)
+        self.get_user(user_id)
+        owners = self.across.owners(list(titles)) if titles else {}
+        new = [thread_id for thread_id in titles if thread_id not in owners]
+        now = naive_utc(utcnow())
+        self.db.insert_arrow("threads", pa.table({
+            "thread_id": pa.array(new, pa.string()), "user_id": pa.array([user_id] * len(new), pa.string()),
+            "mode": pa.array(["thread"] * len(new), pa.string()), "title": pa.array([titles[t] for t in new], pa.string()),
+            "created_at": pa.array([now] * len(new), pa.timestamp("us"))}))
+        return [thread_id for thread_id, owner in owners.items() if owner != user_id]
 
     def get_thread(self, thread_id: str, *, user_id: str | None = None) -> Thread:
         rows = self._thread_rows(thread_id)
         if not rows or (user_id is not None and rows[0][1] != user_id):
-            raise UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with `convsearch stats`")
+            raise _unknown_thread(thread_id)
         return thread_from_row(rows[0])
+
+    def check_threads(self, user_id: str, thread_ids: Sequence[str]) -> None:
+        """UnknownThreadError unless every one of these is a thread of the user (one query for many)."""
+        if len(thread_ids) == 1:
+            self.get_thread(thread_ids[0], user_id=user_id)
+        elif thread_ids:
+            owners = self.across.owners(thread_ids)
+            for thread_id in thread_ids:
+                if owners.get(thread_id) != user_id:
+                    raise _unknown_thread(thread_id)
 
     def _thread_rows(self, thread_id: str) -> list[tuple]:
         return self.db.execute("SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE thread_id = ?",
@@ -182,8 +204,23 @@ class Store:
             recent = self.db.execute("SELECT max(created_at) FROM messages WHERE thread_id = ?", [thread_id])[0][0]
         return last_seq, recent
 
+    def thread_tails(self, thread_ids: Sequence[str]) -> dict[str, tuple[int, datetime | None]]:
+        """`thread_tail` of each of these threads, the time aware UTC; many in one query."""
+        if len(thread_ids) != 1:
+            return self.across.tails(thread_ids) if thread_ids else {}
+        last_seq, at = self.thread_tail(thread_ids[0])
+        return {thread_ids[0]: (last_seq, aware(at))}
+
     def advance_thread(self, thread_id: str, last_seq: int) -> None:
         self.db.execute("UPDATE threads SET last_seq = greatest(last_seq, ?) WHERE thread_id = ?", [last_seq, thread_id])
+
+    def advance_threads(self, last_seqs: Mapping[str, int]) -> None:
+        """`advance_thread` for each thread; many in one statement."""
+        if len(last_seqs) == 1:
+            [(thread_id, last_seq)] = last_seqs.items()
+            self.advance_thread(thread_id, last_seq)
+        elif last_seqs:
+            self.across.advance(last_seqs)
 
     # Messages --------------------------------------------------------------------------------
     def insert_messages(self, messages: Sequence[Message]) -> None:
@@ -292,14 +329,17 @@ class Store:
         """A re-imported message's new text (same id, seq and time); the caller re-indexes it."""
         self.db.execute("UPDATE messages SET content = ? WHERE message_id = ?", [content, message_id])
 
-    def existing_external_ids(self, thread_id: str, external_ids: Iterable[str]) -> set[str]:
-        ids = [e for e in external_ids if e]
-        if not ids:
-            return set()
-        rows = self.db.execute(
-            "SELECT external_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)", [thread_id, ids]
-        )
-        return {r[0] for r in rows}
+    def existing_external_ids(self, external_ids: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """thread -> those of its `external_ids` already stored in it; many threads in one query."""
+        asked = {thread_id: list(ids) for thread_id, ids in external_ids.items() if ids}
+        if len(asked) > 1:
+            return self.across.external_ids(asked)
+        found: dict[str, set[str]] = {}
+        for thread_id, ids in asked.items():
+            rows = self.db.execute("SELECT external_id FROM messages WHERE thread_id = ? AND list_contains(?, external_id)",
+                                   [thread_id, ids])
+            found[thread_id] = {r[0] for r in rows}
+        return found
 
     def delete_messages(self, message_ids: Sequence[str]) -> None:
         """Remove messages (callers also fix derived records: see engine.maintenance.deletion)."""
@@ -321,6 +361,15 @@ class Store:
             else:
                 counts[table] = int(self.db.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", [user_id])[0][0])
         return counts
+
+
+def taken_thread(thread_id: str) -> str:
+    """Why a thread id another user has cannot be used."""
+    return f"thread id {thread_id!r} is taken: choose another thread id"
+
+
+def _unknown_thread(thread_id: str) -> UnknownThreadError:
+    return UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with `convsearch stats`")
 
 
 def _check_id(name: str, value: object) -> None:

@@ -7,7 +7,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from engine.store.db import Database
+from engine.store.across_threads import AcrossThreads
+from engine.store.db import SMALL_INSERT_ROWS, Database
 from engine.errors import UnknownConversationError, UnknownDaySegmentError
 from engine.models import Conversation, DaySegment, Summary, day_segment_id
 from engine.store.summary_changes import SummaryChanges
@@ -36,8 +37,9 @@ def conversation_id_for(thread_id: str, ordinal: int) -> str:
 
 
 class Timeline:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, across: AcrossThreads) -> None:
         self.db = db
+        self.across = across  # the same reads for many threads at once
         # Per user, bumped by every write of that user's summaries (here and in Store.delete_user, nowhere
         # else), after the write, with the ids it touched: an in-memory summary index knows when and
         # what to update without asking the database on each search, and one user's write never
@@ -62,14 +64,21 @@ class Timeline:
         )
         return (conversation_from_row(rows[0][:-1]), int(rows[0][-1])) if rows else None
 
+    def last_conversations(self, thread_ids: Sequence[str]) -> dict[str, tuple[Conversation, int]]:
+        """`last_conversation` of each of these threads that has one; many in one query."""
+        if len(thread_ids) != 1:
+            return self.across.latest_conversations(thread_ids) if thread_ids else {}
+        found = self.last_conversation(thread_ids[0])
+        return {thread_ids[0]: found} if found is not None else {}
+
     def insert_conversations(self, rows: Sequence[tuple]) -> None:
         """New conversations in one insert: (id, thread, user, ordinal, started_at, last_message_at,
-        first_seq, last_seq, ended_at, end_reason)."""
+        first_seq, last_seq, ended_at, end_reason, title, summary)."""
         names = ("conversation_id", "thread_id", "user_id", "ordinal", "started_at", "last_message_at",
-                 "first_seq", "last_seq", "ended_at", "end_reason")
+                 "first_seq", "last_seq", "ended_at", "end_reason", "title", "summary")
         columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
         types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.timestamp("us"), pa.timestamp("us"),
-                 pa.int64(), pa.int64(), pa.timestamp("us"), pa.string())
+                 pa.int64(), pa.int64(), pa.timestamp("us"), pa.string(), pa.string(), pa.string())
         times = {"started_at", "last_message_at", "ended_at"}
         self.db.insert_arrow("conversations", pa.table({
             name: pa.array([naive_utc(v) if name in times and v is not None else v for v in column], type=kind)
@@ -152,30 +161,35 @@ class Timeline:
         )
 
     # Day segments ----------------------------------------------------------------------------
-    def touch_days(self, user_id: str, thread_id: str, spans: Mapping[date, tuple[int, int]], at: datetime) -> list[date]:
-        """Open each day's segment or extend it to its new last seq; returns the days that opened."""
+    def touch_days(self, user_id: str, spans: Mapping[tuple[str, date], tuple[int, int]], at: datetime) -> list[tuple[str, date]]:
+        """Open each (thread, day)'s segment or extend it to its new last seq, for one thread or many
+        in the same statements; returns the (thread, day) pairs that opened."""
         if not spans:
             return []
-        known = {r[0] for r in self.db.execute(
-            "SELECT day_label FROM day_segments WHERE thread_id = ? AND list_contains(?, day_label)",
-            [thread_id, list(spans)],
-        )}
-        for day in known:  # at most the day the thread was already in
-            self.db.execute("UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ?",
-                            [spans[day][1], day_segment_id(thread_id, day)])
+        keys = {day_segment_id(thread_id, day): (thread_id, day) for thread_id, day in spans}
+        known = {keys[r[0]] for r in self.db.execute(
+            "SELECT day_segment_id FROM day_segments WHERE day_segment_id IN (SELECT unnest(?::VARCHAR[]))", [list(keys)])}
+        ends = {day_segment_id(*key): spans[key][1] for key in known}
+        if len(ends) <= SMALL_INSERT_ROWS:  # the live path: the one day the thread was already in
+            for segment_id, last_seq in ends.items():
+                self.db.execute("UPDATE day_segments SET ends_at_seq = ? WHERE day_segment_id = ?", [last_seq, segment_id])
+        else:
+            self.db.execute_with(pa.table({"day_segment_id": list(ends), "last_seq": pa.array(list(ends.values()), pa.int64())}),
+                                 "UPDATE day_segments d SET ends_at_seq = b.last_seq FROM _batch b "
+                                 "WHERE d.day_segment_id = b.day_segment_id")
         fresh = sorted(set(spans) - known)
         self.db.insert_arrow("day_segments", pa.table({
-            "day_segment_id": [day_segment_id(thread_id, d) for d in fresh], "user_id": [user_id] * len(fresh),
-            "thread_id": [thread_id] * len(fresh), "day_label": pa.array(fresh, type=pa.date32()),
-            "starts_at_seq": pa.array([spans[d][0] for d in fresh], type=pa.int64()),
-            "ends_at_seq": pa.array([spans[d][1] for d in fresh], type=pa.int64()),
+            "day_segment_id": [day_segment_id(*key) for key in fresh], "user_id": [user_id] * len(fresh),
+            "thread_id": [thread_id for thread_id, _ in fresh], "day_label": pa.array([d for _, d in fresh], type=pa.date32()),
+            "starts_at_seq": pa.array([spans[key][0] for key in fresh], type=pa.int64()),
+            "ends_at_seq": pa.array([spans[key][1] for key in fresh], type=pa.int64()),
             "updated_at": pa.array([naive_utc(at)] * len(fresh), type=pa.timestamp("us")),
         }))
         return fresh
 
     def touch_day(self, user_id: str, thread_id: str, day_label: date, first_seq: int, last_seq: int, at: datetime) -> bool:
         """One day's segment opened or extended; True when it opened."""
-        return bool(self.touch_days(user_id, thread_id, {day_label: (first_seq, last_seq)}, at))
+        return bool(self.touch_days(user_id, {(thread_id, day_label): (first_seq, last_seq)}, at))
 
     def get_day_segment(self, segment_id: str, *, user_id: str) -> DaySegment:
         rows = self.db.execute(

@@ -18,7 +18,7 @@ from engine.summaries.retries import SummaryJob
 from engine.summaries.summarizers import NONE_NOTED, section_text, split_sentences
 from engine.summaries.workers import Ask, PendingTexts
 
-__all__ = ["TurnRange", "Planned", "Made", "PendingSummaries", "conversation_brief", "BLOCK"]
+__all__ = ["TurnRange", "ThreadTurns", "Planned", "Made", "PendingSummaries", "conversation_brief", "in_time_order", "BLOCK"]
 
 BLOCK = 256  # summaries a transaction: a bulk import of a year writes its summaries in steps
 
@@ -36,28 +36,82 @@ class TurnRange:
 
     def prefetch(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Read the turns of these (lo, hi) ranges in one query when they lie close together
-        (their union is at most twice what they cover, plus a day or so)."""
-        ranges = [(lo, hi) for lo, hi in ranges if lo <= hi]
-        if len(ranges) > 1:
-            lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
-            if _close_together(hi - lo + 1, sum(b - a + 1 for a, b in ranges)):
-                self._read(lo, hi)
+        (their union is at most twice what they cover, plus a day or so) and are not in hand."""
+        span = _union_to_read(ranges)
+        if span is not None and not self.holds(*span):
+            self._read(*span)
+
+    def holds(self, lo: int, hi: int) -> bool:
+        return self.lo <= lo and hi <= self.hi
 
     def between(self, lo: int, hi: int) -> list[Message]:
         """Turns with lo <= seq <= hi, in order: sliced from what is in hand, else read (with what
         is in hand when the two overlap closely, so a later ask for the whole day is a slice; a
         union that kept growing made a large batch's reads quadratic)."""
-        if not (self.lo <= lo and hi <= self.hi):
+        if not self.holds(lo, hi):
             overlaps = self.lo <= self.hi and lo <= self.hi + 1 and hi >= self.lo - 1
             union = min(lo, self.lo), max(hi, self.hi)
             joined = overlaps and _close_together(union[1] - union[0] + 1, hi - lo + 1)
             self._read(*union) if joined else self._read(lo, hi)
         return self._turns[bisect_left(self._seqs, lo):bisect_right(self._seqs, hi)]
 
-    def _read(self, lo: int, hi: int) -> None:
-        self._turns = self.store.messages_in_range(self.thread_id, lo, hi + 1, include_notes=False)
-        self._seqs = [m.seq for m in self._turns]
+    def hold(self, lo: int, hi: int, turns: list[Message]) -> None:
+        """Keep these turns (every turn with lo <= seq <= hi, in order) as what is in hand."""
+        self._turns, self._seqs = turns, [m.seq for m in turns]
         self.lo, self.hi = lo, hi
+
+    def _read(self, lo: int, hi: int) -> None:
+        self.hold(lo, hi, self.store.messages_in_range(self.thread_id, lo, hi + 1, include_notes=False))
+
+
+class ThreadTurns:
+    """The turn ranges of a user's threads: what a block of summaries quotes from many threads
+    (an import of a chat export) is read in one query, one thread's as `TurnRange` reads it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ranges: dict[str, TurnRange] = {}
+
+    def of(self, thread_id: str) -> TurnRange:
+        if thread_id not in self._ranges:
+            self._ranges[thread_id] = TurnRange(self.store, thread_id)
+        return self._ranges[thread_id]
+
+    def between(self, thread_id: str, lo: int, hi: int) -> list[Message]:
+        return self.of(thread_id).between(lo, hi)
+
+    def prefetch(self, ranges: Sequence[tuple[str, int, int]]) -> None:
+        """Read what these (thread, lo, hi) ranges ask: each thread's union when it lies close
+        together and is not in hand, all threads in one query (one thread: `TurnRange.prefetch`)."""
+        by_thread: dict[str, list[tuple[int, int]]] = {}
+        for thread_id, lo, hi in ranges:
+            by_thread.setdefault(thread_id, []).append((lo, hi))
+        if len(by_thread) == 1:
+            for thread_id, spans in by_thread.items():
+                self.of(thread_id).prefetch(spans)
+            return
+        wanted = {thread_id: span for thread_id, spans in by_thread.items()
+                  if (span := _union_to_read(spans, single_too=True)) is not None and not self.of(thread_id).holds(*span)}
+        for thread_id, turns in (self.store.across.messages(wanted, include_notes=False) if wanted else {}).items():
+            self.of(thread_id).hold(*wanted[thread_id], turns)
+
+
+def _union_to_read(ranges: Sequence[tuple[int, int]], *, single_too: bool = False) -> tuple[int, int] | None:
+    """The one span worth reading ahead for these ranges: their union when they lie close
+    together. A single range only `single_too` (with other threads' in one query); alone, it is
+    read when `between` asks for it."""
+    ranges = [(lo, hi) for lo, hi in ranges if lo <= hi]
+    if not ranges or (len(ranges) == 1 and not single_too):
+        return None
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    return (lo, hi) if _close_together(hi - lo + 1, sum(b - a + 1 for a, b in ranges)) else None
+
+
+def in_time_order(starts: Mapping[SummaryJob, int]) -> list[SummaryJob]:
+    """Jobs by their first seq, a day before a conversation that starts with it: a block of them
+    spans one stretch of a thread (read in one query) and the workers make one block while the
+    next is read. `SummaryService.run` keeps each thread's jobs together in this order."""
+    return sorted(starts, key=lambda job: (starts[job], job.kind != "day"))
 
 
 def _close_together(span: int, asked: int) -> bool:
@@ -71,7 +125,6 @@ class Planned:
     their way from the workers (None: made in the main process, one job at a time)."""
 
     user_id: str
-    thread_id: str
     asks: Sequence[tuple[SummaryJob, Ask]]
     days: Mapping[str, DaySegment]
     conversations: Mapping[str, Conversation]
@@ -96,9 +149,9 @@ class PendingSummaries:
     """Summary jobs begun (every run of the summary service): the first block is read and, when
     large, its texts are being made in the workers; `finish` writes it and runs the other blocks."""
 
-    def __init__(self, plan: Callable[[Sequence[SummaryJob], TurnRange], Planned],
+    def __init__(self, plan: Callable[[Sequence[SummaryJob], ThreadTurns], Planned],
                  finish: Callable[[Planned, bool, Mapping[SummaryJob, str]], list[Summary]], first: Planned | None,
-                 rest: Sequence[tuple[list[SummaryJob], TurnRange]], queue: bool,
+                 rest: Sequence[tuple[list[SummaryJob], ThreadTurns]], queue: bool,
                  reasons: Mapping[SummaryJob, str]) -> None:
         self._plan, self._finish, self.first, self.rest = plan, finish, first, rest
         self.queue, self.reasons = queue, reasons

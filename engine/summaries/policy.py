@@ -7,7 +7,8 @@ Day policy: a day's summary is rewritten over the whole day so far
   unsummarised turns near `day_token_budget` tokens (so the raw text a prompt would need stays bounded).
 Ended conversations get a title and summary. The live path applies it per batch (`after_ingest`);
 bulk paths (imports, backfill) apply the same rules once per day and conversation after the whole
-batch (`catch_up`), so a 10,000-message import summarises each day once, not every ten messages.
+batch, over all of a user's threads at once (`backfill.Backfill`), so a 10,000-message import
+summarises each day once, not every ten messages.
 The policy keeps no counters: "since its last update" is the day's turns with seq > the stored day
 summary's to_seq, so it survives restarts and concurrent processes. Engine notes (kind="note") are
 never summarised and never counted.
@@ -17,18 +18,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from typing import Callable, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError
 from engine.store.ingest import Ingestor
-from engine.models import (Conversation, DaySegment, IngestResult, Message, NewMessage, Summary, SummaryKind, Thread,
+from engine.models import (Conversation, DaySegment, IngestResult, Message, Summary, SummaryKind, Thread,
                            day_segment_id)
 from engine.store.core import Store
 from engine.summaries.summarizers import Summarizer, SummarizerError, clamp_title
-from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, TurnRange, conversation_brief
+from engine.summaries.backfill import Backfill
+from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, ThreadTurns, conversation_brief, in_time_order
+from engine.summaries.ids import conversation_summary_id, day_summary_id, range_summary_id
 from engine.summaries.retries import RetryQueue, SummaryJob
 from engine.summaries.workers import BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, texts_of
 from engine.timeutil import utcnow, zone
@@ -50,25 +53,6 @@ log.addHandler(logging.NullHandler())
 
 DAY_NOTE_PREFIX = "day summary updated: "
 NEAR_BUDGET = 0.9  # "nears the budget": update before the raw day text overflows it
-
-
-def _in_time_order(starts: Mapping[SummaryJob, int]) -> list[SummaryJob]:
-    """Jobs by their first seq, a day before a conversation that starts with it: a block of them
-    spans one stretch of the thread (read in one query) and the workers make one block while the
-    next is read."""
-    return sorted(starts, key=lambda job: (starts[job], job.kind != "day"))
-
-
-def day_summary_id(thread_id: str, day_label: date) -> str:
-    return f"{thread_id}:sum:day:{day_label.isoformat()}"
-
-
-def conversation_summary_id(thread_id: str, conversation_id: str) -> str:
-    return f"{thread_id}:sum:conv:{conversation_id.rsplit(':', 1)[-1]}"
-
-
-def range_summary_id(thread_id: str, from_seq: int, to_seq: int) -> str:
-    return f"{thread_id}:sum:range:{from_seq}-{to_seq}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +84,7 @@ class SummaryService:
         self.retries = RetryQueue()
         workers = settings.summary_workers
         self.workers = SummaryWorkers(default_workers() if workers is None else workers)
+        self.backfill = Backfill(self)  # imports, backfill and the scheduled close: many threads at once
 
     def close(self) -> None:
         """Stop the summary workers (started only by a large block)."""
@@ -150,63 +135,67 @@ class SummaryService:
                 checks.append((before[-1], 1, False))
         if segments:
             checks.append((segments[-1], self.settings.day_summary_every, True))
-        turns = TurnRange(self.store, result.thread_id)
+        turns = ThreadTurns(self.store)
         covered = self._covered(user_id, result.thread_id, [segment for segment, _, _ in checks])
-        turns.prefetch([(segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
+        turns.prefetch([(result.thread_id, segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
         starts = {SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id): segment.starts_at_seq
                   for segment, every, near in checks
-                  if self._stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])}
+                  if self.is_stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])}
         ended = [SummaryJob(user_id, "conversation", c, result.thread_id) for c in result.ended_conversations]
         if len(starts) + len(ended) <= BLOCK:  # one block (the live path): no need to read where each starts
             return self._start([*self.retries.due(user_id), *starts, *ended], turns=turns)
         firsts = self.store.timeline.conversations_by_id(result.ended_conversations, user_id=user_id)
         starts.update({job: firsts[job.target].first_seq if job.target in firsts else 0 for job in ended})
-        return self._start([*self.retries.due(user_id), *_in_time_order(starts)], turns=turns)
+        return self._start([*self.retries.due(user_id), *in_time_order(starts)], turns=turns)
 
     def retry_failed(self) -> list[Summary]:
         """Retry every summary whose summarizer call failed (the server's background step calls this)."""
-        return self._run(self.retries.due()) if self.summarizer is not None else []
+        return self.run(self.retries.due()) if self.summarizer is not None else []
 
     def retry_status(self) -> dict[str, object]:
         return self.retries.status()
 
-    def _run(self, jobs: Sequence[SummaryJob], *, turns: TurnRange | None = None, queue: bool = True,
-             reasons: Mapping[SummaryJob, str] | None = None) -> list[Summary]:
-        """Run the jobs a block at a time (one read, one write each). A summarizer failure queues
-        the job for a retry instead of failing the caller (`queue`), else it is raised once what
-        the block made is written."""
+    def run(self, jobs: Sequence[SummaryJob], *, turns: ThreadTurns | None = None, queue: bool = True,
+            reasons: Mapping[SummaryJob, str] | None = None) -> list[Summary]:
+        """Run the jobs (of one user) a block at a time (one read, one write each). A summarizer
+        failure queues the job for a retry instead of failing the caller (`queue`), else it is
+        raised once what the block made is written."""
         return self._start(jobs, turns=turns, queue=queue, reasons=reasons).finish()
 
-    def _start(self, jobs: Sequence[SummaryJob], *, turns: TurnRange | None = None, queue: bool = True,
+    def _start(self, jobs: Sequence[SummaryJob], *, turns: ThreadTurns | None = None, queue: bool = True,
                reasons: Mapping[SummaryJob, str] | None = None) -> PendingSummaries:
-        """`_run` begun: the first block is read and its texts start in the workers (when large)."""
-        jobs = list(dict.fromkeys(jobs))
-        blocks: list[tuple[list[SummaryJob], TurnRange]] = []
-        for thread_id in dict.fromkeys(job.thread_id for job in jobs):
-            mine = [job for job in jobs if job.thread_id == thread_id]
-            source = turns if turns is not None and turns.thread_id == thread_id else TurnRange(self.store, thread_id)
-            blocks += [(mine[start:start + BLOCK], source) for start in range(0, len(mine), BLOCK)]
+        """`run` begun: the first block is read and its texts start in the workers (when large).
+        A thread's jobs stay together in their order; a block may hold several short threads of
+        one user (the retries of a server's background step are of many users)."""
+        by_user: dict[str, dict[str, list[SummaryJob]]] = {}
+        for job in dict.fromkeys(jobs):
+            by_user.setdefault(job.user_id, {}).setdefault(job.thread_id, []).append(job)
+        turns = turns or ThreadTurns(self.store)
+        blocks: list[tuple[list[SummaryJob], ThreadTurns]] = []
+        for threads in by_user.values():
+            mine = [job for thread_jobs in threads.values() for job in thread_jobs]
+            blocks += [(mine[start:start + BLOCK], turns) for start in range(0, len(mine), BLOCK)]
         first = self._plan(*blocks[0]) if blocks else None
         return PendingSummaries(self._plan, self._finish, first, blocks[1:], queue, reasons or {})
 
-    def _plan(self, jobs: Sequence[SummaryJob], turns: TurnRange) -> Planned:
+    def _plan(self, jobs: Sequence[SummaryJob], turns: ThreadTurns) -> Planned:
         """A block's reads, and its texts started in the workers when it is large."""
-        user_id, thread_id, timeline = jobs[0].user_id, jobs[0].thread_id, self.store.timeline
+        user_id, timeline = jobs[0].user_id, self.store.timeline
         days = timeline.day_segments_by_id([j.target for j in jobs if j.kind == "day"])
         conversations = timeline.conversations_by_id([j.target for j in jobs if j.kind == "conversation"],
                                                      user_id=user_id)
         wanted = [days[j.target] for j in jobs if j.kind == "day" and j.target in days]
-        turns.prefetch([(d.starts_at_seq, d.ends_at_seq) for d in wanted]
-                       + [(c.first_seq, c.last_seq) for c in conversations.values()])
-        ids = [day_summary_id(thread_id, d.day_label) for d in wanted] + [
-            conversation_summary_id(thread_id, c) for c in conversations]
+        turns.prefetch([(d.thread_id, d.starts_at_seq, d.ends_at_seq) for d in wanted]
+                       + [(c.thread_id, c.first_seq, c.last_seq) for c in conversations.values()])
+        ids = [day_summary_id(d.thread_id, d.day_label) for d in wanted] + [
+            conversation_summary_id(c.thread_id, c.conversation_id) for c in conversations.values()]
         known = {i: created for i, (_, created) in timeline.summary_spans(ids, user_id=user_id).items()}
         asks = {job: self._ask(job, days, conversations, turns) for job in jobs}
         for job in [job for job, ask in asks.items() if ask is None]:
             self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
         wanted_asks = [(job, ask) for job, ask in asks.items() if ask is not None]
         pending = self.workers.start(self._require(), [ask for _, ask in wanted_asks])
-        return Planned(user_id, thread_id, wanted_asks, days, conversations, known,
+        return Planned(user_id, wanted_asks, days, conversations, known,
                        zone(self.store.get_user(user_id).timezone), pending)
 
     def _finish(self, plan: Planned, queue: bool, reasons: Mapping[SummaryJob, str]) -> list[Summary]:
@@ -219,25 +208,26 @@ class SummaryService:
                 texts = in_workers[position] if in_workers is not None else texts_of(summarizer, ask)
             except SummarizerError as exc:
                 if not queue:
-                    self._write(plan.user_id, plan.thread_id, made, reasons)
+                    self._write(plan.user_id, made, reasons)
                     raise
                 self.retries.failed(job, exc.message)
                 log.warning("summary.failed kind=%s target=%s retry=queued reason=%r", job.kind, job.target, exc.message)
                 continue
             made.append(self._made(job, ask, texts, plan.days, plan.conversations, plan.known, plan.tz))
-        self._write(plan.user_id, plan.thread_id, made, reasons)
+        self._write(plan.user_id, made, reasons)
         return [m.summary for m in made]
 
     def _ask(self, job: SummaryJob, days: Mapping[str, DaySegment], conversations: Mapping[str, Conversation],
-             turns: TurnRange) -> Ask | None:
+             turns: ThreadTurns) -> Ask | None:
         """What a job's summary quotes; None when its day or conversation is gone or holds no turns."""
         if job.kind == "day":
             segment = days.get(job.target)
-            quoted = turns.between(segment.starts_at_seq, segment.ends_at_seq) if segment else []
+            quoted = turns.between(segment.thread_id, segment.starts_at_seq, segment.ends_at_seq) if segment else []
             return Ask(quoted, False, quoted[0].day_label.toordinal()) if quoted else None
         conversation = conversations.get(job.target)
-        quoted = [] if conversation is None else [m for m in turns.between(conversation.first_seq, conversation.last_seq)
-                                                   if m.conversation_id == job.target]
+        quoted = [] if conversation is None else [
+            m for m in turns.between(conversation.thread_id, conversation.first_seq, conversation.last_seq)
+            if m.conversation_id == job.target]
         if conversation is None or not quoted:
             return None
         return Ask(quoted, not conversation.title, quoted[0].day_label.toordinal())  # keep a title given at import
@@ -257,26 +247,29 @@ class SummaryService:
                               texts.markdown, title=title, conversation_id=job.target, known=known)
         return Made(job, summary, title=title, brief=conversation_brief(tz, texts.markdown, quoted))
 
-    def _write(self, user_id: str, thread_id: str, made: Sequence[Made], reasons: Mapping[SummaryJob, str]) -> None:
-        """Everything a block made in one transaction; each day summary leaves a note in the thread."""
+    def _write(self, user_id: str, made: Sequence[Made], reasons: Mapping[SummaryJob, str]) -> None:
+        """Everything a block made in one transaction; each day summary leaves a note in its thread."""
         if not made:
             return
         timeline = self.store.timeline
         day_rows = [(m.segment_id, m.summary.markdown, m.summary.updated_at) for m in made if m.segment_id is not None]
-        notes = [DAY_NOTE_PREFIX + m.summary.day_label.isoformat()
-                 for m in made if m.segment_id is not None and m.summary.day_label is not None]
+        notes: dict[str, list[str]] = {}
+        for m in made:
+            if m.segment_id is not None and m.summary.day_label is not None:
+                notes.setdefault(m.summary.thread_id, []).append(DAY_NOTE_PREFIX + m.summary.day_label.isoformat())
         with self.store.transaction():
             timeline.upsert_summaries([m.summary for m in made])
             timeline.set_day_summaries(day_rows)
             timeline.set_conversation_summaries([(m.job.target, m.title, m.brief) for m in made
                                                  if m.title is not None and m.brief is not None])
-            self._append_notes(user_id, thread_id, notes)
+            self.ingestor.add_notes(user_id, notes)  # stamped at each thread's last message: time order holds
         for m in made:
             self.retries.succeeded(m.job)
             s = m.summary
             if m.segment_id is not None:
                 log.info("summary.day_updated thread_id=%s day=%s reason=%s from_seq=%d to_seq=%d messages=%d",
-                         thread_id, s.day_label, reasons.get(m.job, "scheduled"), s.from_seq, s.to_seq, s.message_count)
+                         s.thread_id, s.day_label, reasons.get(m.job, "scheduled"), s.from_seq, s.to_seq,
+                         s.message_count)
             else:
                 log.info("summary.conversation_updated conversation_id=%s messages=%d", m.job.target, s.message_count)
 
@@ -286,87 +279,19 @@ class SummaryService:
                                                   user_id=user_id)
         return {s.day_label: spans.get(day_summary_id(thread_id, s.day_label), (0, None))[0] for s in segments}
 
-    def _stale(self, segment: DaySegment, turns: TurnRange, *, every: int, near_budget: bool, covered_to: int) -> bool:
+    def is_stale(self, segment: DaySegment, turns: ThreadTurns, *, every: int, near_budget: bool,
+                 covered_to: int) -> bool:
         """True when the day has at least `every` turns its summary (to `covered_to`, 0: none) does
         not cover, or they near the budget."""
         if segment.ends_at_seq <= covered_to:
             return False
-        fresh = turns.between(max(segment.starts_at_seq, covered_to + 1), segment.ends_at_seq)
+        fresh = turns.between(segment.thread_id, max(segment.starts_at_seq, covered_to + 1), segment.ends_at_seq)
         if len(fresh) >= every:
             return True
         if not near_budget or not fresh:
             return False
         threshold = int(NEAR_BUDGET * self.settings.day_token_budget)
         return self.counter.count_upto("\n".join(m.content for m in fresh), threshold) >= threshold
-
-    # Bulk paths and the scheduled close --------------------------------------------------------
-    def catch_up(self, user_id: str, thread_id: str, *, since: date | None = None,
-                 day_is_over: date | None = None) -> list[Summary]:
-        """The day policy over a whole thread at once (imports, backfill): each stale day and
-        conversation from `since` on is summarised once. A day followed by a later one is closed;
-        the last day is closed too when it is before `day_is_over` (the user's today), else it
-        follows the live rule. A day whose summary came with an import (LoCoMo) is kept."""
-        if self.summarizer is None:
-            return []
-        done = {s.day_label: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["day"])
-                if s.day_label is not None and s.summary_id == day_summary_id(thread_id, s.day_label)}
-        segments = self.store.timeline.day_segments(thread_id)
-        candidates = [(position, segment) for position, segment in enumerate(segments)
-                      if not (since is not None and segment.day_label < since)
-                      and not (segment.summary_markdown and segment.day_label not in done)  # kept from an import
-                      and segment.ends_at_seq > done.get(segment.day_label, 0)]
-        reasons: dict[SummaryJob, str] = {}
-        starts: dict[SummaryJob, int] = {}  # each job's first seq
-        turns = TurnRange(self.store, thread_id)
-        for start in range(0, len(candidates), BLOCK):  # the stale checks of a block of days read once
-            block = candidates[start:start + BLOCK]
-            turns.prefetch([(max(s.starts_at_seq, done.get(s.day_label, 0) + 1), s.ends_at_seq) for _, s in block])
-            for position, segment in block:
-                closed = position < len(segments) - 1 or (day_is_over is not None and segment.day_label < day_is_over)
-                every = 1 if closed else self.settings.day_summary_every
-                if self._stale(segment, turns, every=every, near_budget=not closed,
-                               covered_to=done.get(segment.day_label, 0)):
-                    job = SummaryJob(user_id, "day", segment.day_segment_id, thread_id)
-                    reasons[job] = "closed" if closed else "progress"
-                    starts[job] = segment.starts_at_seq
-        starts.update(self._conversations_due(user_id, thread_id, since))
-        return self._run(_in_time_order(starts), turns=turns, queue=False, reasons=reasons)
-
-    def _conversations_due(self, user_id: str, thread_id: str, since: date | None) -> dict[SummaryJob, int]:
-        """Ended conversations (last message on or after `since`) whose summary is missing or behind,
-        with their first seqs. A day summary's note joins a conversation without extending it, so
-        the day summaries written beside them change none."""
-        done = {s.conversation_id: s.to_seq for s in self.store.timeline.summaries(thread_id, kinds=["conversation"])}
-        tz = zone(self.store.get_user(user_id).timezone)
-        jobs: dict[SummaryJob, int] = {}
-        for conversation in reversed(self.store.timeline.conversations(thread_id, ended_only=True)):
-            if since is not None and _aware(conversation.last_message_at).astimezone(tz).date() < since:
-                continue
-            if done.get(conversation.conversation_id, 0) < conversation.last_seq:
-                jobs[SummaryJob(user_id, "conversation", conversation.conversation_id, thread_id)] = conversation.first_seq
-        return jobs
-
-    def end_idle(self, thread_id: str, now: datetime) -> int:
-        """The scheduled close of a conversation: end the open one once idle past the timeout (1 if ended)."""
-        found = self.store.timeline.last_conversation(thread_id)
-        if found is None or found[0].ended_at is not None:
-            return 0
-        last_at = _aware(found[0].last_message_at)
-        if _aware(now) - last_at <= self.ingestor.idle_timeout:
-            return 0
-        self.store.timeline.end_conversation(found[0].conversation_id, last_at, "idle")
-        return 1
-
-    def close_days(self, user_id: str, thread_id: str, now: datetime, *, since: date | None = None,
-                   last_only: bool = False) -> list[Summary]:
-        """`catch_up` with the days that are over in the user's zone closed; `last_only` for the
-        scheduled close (only the thread's last day can still be open)."""
-        segments = self.store.timeline.day_segments(thread_id)
-        if not segments or self.summarizer is None:
-            return []
-        today = _aware(now).astimezone(zone(self.store.get_user(user_id).timezone)).date()
-        return self.catch_up(user_id, thread_id, since=segments[-1].day_label if last_only else since,
-                             day_is_over=today)
 
     def regenerate_day(self, user_id: str, day_label: date, thread_id: str | None = None) -> Summary:
         """Rewrite one day's summary now, whatever the policy says (the user asked for it)."""
@@ -378,17 +303,7 @@ class SummaryService:
                                     "notes: there is nothing to summarise")
         self._require()
         job = SummaryJob(user_id, "day", segment.day_segment_id, thread.thread_id)
-        return self._run([job], queue=False, reasons={job: "regenerate"})[0]
-
-    def _append_notes(self, user_id: str, thread_id: str, contents: Sequence[str]) -> None:
-        """The engine's notes, in one ingest. Stamped at the thread's last message so they never
-        break the append-only time order."""
-        if not contents:
-            return
-        _, last_at = self.store.thread_tail(thread_id)
-        at = last_at.replace(tzinfo=timezone.utc) if last_at and last_at.tzinfo is None else last_at
-        notes = [NewMessage(role="system", content=content, created_at=at, kind="note") for content in contents]
-        self.ingestor.add_messages(user_id, notes, thread_id=thread_id)
+        return self.run([job], queue=False, reasons={job: "regenerate"})[0]
 
     # Conversations -----------------------------------------------------------------------------
     def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> Summary | None:
@@ -397,7 +312,7 @@ class SummaryService:
         ended = self.ingestor.end_conversation(thread.thread_id, reason)
         if ended is None or self.summarizer is None:
             return None
-        written = self._run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
+        written = self.run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
         return written[0] if written else None
 
     # Helpers -----------------------------------------------------------------------------------
@@ -425,11 +340,6 @@ class SummaryService:
             created_at=known.get(summary_id, now), updated_at=now, day_label=day_label,
             conversation_id=conversation_id, title=title, message_count=len(turns),
         )
-
-
-def _aware(moment: datetime) -> datetime:
-    """The store hands back naive UTC; compare aware times only."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def _check_range(start_seq: int, end_seq: int) -> None:

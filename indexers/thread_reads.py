@@ -1,0 +1,37 @@
+"""Reading many threads' messages for indexing in few queries, with bounded memory.
+
+A statement costs DuckDB a millisecond or more however few rows it returns, so an index catching
+up on an import of a chat export (thousands of threads of a few messages) spent most of its time
+asking thread by thread; reading all of them at once would hold a large user's whole history.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+from engine.models import Message
+from engine.store.core import Store
+
+__all__ = ["messages_of_threads", "SEQS_PER_READ"]
+
+SEQS_PER_READ = 50_000  # seqs a query asks for at most (a thread longer than that is read alone)
+
+
+def messages_of_threads(store: Store, ranges: Mapping[str, tuple[int, int]]) -> Iterator[tuple[str, list[Message]]]:
+    """(thread, its messages with lo <= seq <= hi) for each thread of `ranges`, in their order:
+    short threads read together, up to SEQS_PER_READ seqs a query."""
+    group: dict[str, tuple[int, int]] = {}
+    for thread_id, (lo, hi) in ranges.items():
+        if group and sum(b - a + 1 for a, b in group.values()) + hi - lo + 1 > SEQS_PER_READ:
+            yield from _read(store, group)
+            group = {}
+        group[thread_id] = (lo, hi)
+    yield from _read(store, group)
+
+
+def _read(store: Store, group: Mapping[str, tuple[int, int]]) -> Iterator[tuple[str, list[Message]]]:
+    if len(group) == 1:  # a thread alone: the single-thread query DuckDB's zone maps narrow
+        for thread_id, (lo, hi) in group.items():
+            yield thread_id, store.messages_in_range(thread_id, lo, hi + 1)
+    elif group:
+        yield from store.across.messages(group).items()
