@@ -59,10 +59,11 @@ class Manifest:
                 + f"): run `convsearch reindex --user {self.user_id}`"
             )
 
-    def advanced(self, thread_id: str, *, watermark: int, tail: int, chunks: int, next_label: int) -> "Manifest":
+    def advanced(self, marks: Mapping[str, tuple[int, int]], *, chunks: int, next_label: int) -> "Manifest":
+        """The threads of `marks` (thread -> (watermark, tail)) indexed up to their watermarks."""
         return replace(
-            self, watermarks={**self.watermarks, thread_id: watermark}, tails={**self.tails, thread_id: tail},
-            chunks=chunks, next_label=next_label,
+            self, watermarks={**self.watermarks, **{t: watermark for t, (watermark, _) in marks.items()}},
+            tails={**self.tails, **{t: tail for t, (_, tail) in marks.items()}}, chunks=chunks, next_label=next_label,
         )
 
     def save(self, path: Path) -> None:

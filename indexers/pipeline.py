@@ -42,7 +42,7 @@ from indexers.parallel_chunks import chunk_in_parallel
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tail"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tail", "rechunk_tails"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -84,27 +84,38 @@ def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last
     """Re-chunk a thread from its last window on (`messages`: from the manifest's tail to the end)
     into the shard and advance its manifest; (added, removed). Pure over the shard: no store, so a
     distributed worker builds shards with it too. A long tail is chunked with `workers` processes."""
-    tail = shard.manifest.tails.get(thread_id, 0)
-    fresh, tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
-                     or (chunk_thread(messages, params, counter), None))
-    removed, added = _replace_chunks(shard, shard.labels_where(thread_id, from_seq_at_least=tail), fresh, tokens)
-    new_tail = fresh[-1].from_seq if fresh else tail
-    shard.manifest = shard.manifest.advanced(
-        thread_id, watermark=last_seq, tail=new_tail, chunks=len(shard.chunks), next_label=shard.manifest.next_label
-    )
+    return rechunk_tails(shard, {thread_id: (messages, last_seq)}, params, counter, workers)
+
+
+def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Message], int]], params: ChunkParams,
+                  counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
+    """`rechunk_tail` for many threads (thread -> (messages, last seq)): each chunked alone, the
+    shard changed once (an import of a chat export: thousands of short threads); same labels."""
+    old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
+    fresh: list[Chunk] = []
+    tokens: list[list[str] | None] = []
+    marks: dict[str, tuple[int, int]] = {}
+    for thread_id, (messages, last_seq) in tails.items():
+        made, made_tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
+                             or (chunk_thread(messages, params, counter), None))
+        fresh += made
+        tokens += made_tokens if made_tokens is not None else [None] * len(made)
+        marks[thread_id] = (last_seq, made[-1].from_seq if made else shard.manifest.tails.get(thread_id, 0))
+    removed, added = _replace_chunks(shard, [label for labels in old.values() for label in labels], fresh, tokens)
+    shard.manifest = shard.manifest.advanced(marks, chunks=len(shard.chunks), next_label=shard.manifest.next_label)
     return added, removed
 
 
 def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk],
-                    tokens: Sequence[list[str]] | None) -> tuple[int, int]:
-    """Swap old chunks for fresh ones (with their BM25 tokens when made already), keeping (and not
+                    tokens: Sequence[list[str] | None]) -> tuple[int, int]:
+    """Swap old chunks for fresh ones (with their BM25 tokens where made already), keeping (and not
     re-embedding) those whose id is unchanged."""
     old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
     fresh_ids = {c.chunk_id for c in fresh}
     doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
     shard.remove(doomed)
     new = [i for i, c in enumerate(fresh) if c.chunk_id not in old_ids]
-    added = shard.add([fresh[i] for i in new], None if tokens is None else [tokens[i] for i in new])
+    added = shard.add([fresh[i] for i in new], [tokens[i] for i in new])
     return len(doomed), len(added)
 
 
@@ -231,16 +242,16 @@ class IndexPipeline:
         return totals[0], totals[1], totals[2]
 
     def _update_threads(self, shard: Shard, last_seqs: Mapping[str, int]) -> Iterator[tuple[int, int, int]]:
-        """For each thread past its watermark: its messages from its tail on put into the shard and
-        re-chunked; (messages, windows added, windows removed)."""
+        """For the threads past their watermarks, a read's worth at a time: their messages from
+        their tails on put into the shard and re-chunked; (messages, windows added, removed)."""
         behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
                   if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
-        for thread_id, messages in messages_of_threads(self.store, behind):
-            watermark, last_seq = shard.manifest.watermarks.get(thread_id, 0), behind[thread_id][1]
-            shard.messages.put(messages)
-            added, removed = rechunk_tail(shard, thread_id, messages, last_seq, self.params.chunk, self.counter,
-                                          self.params.build_workers)
-            yield last_seq - watermark, added, removed
+        for read in messages_of_threads(self.store, behind):
+            messages = sum(behind[t][1] - shard.manifest.watermarks.get(t, 0) for t in read)
+            shard.messages.put(m for found in read.values() for m in found)
+            added, removed = rechunk_tails(shard, {t: (found, behind[t][1]) for t, found in read.items()},
+                                           self.params.chunk, self.counter, self.params.build_workers)
+            yield messages, added, removed
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,
                       limit: int | None = None) -> tuple[int, int]:
@@ -386,10 +397,8 @@ class IndexPipeline:
             rebuilt = shard.manifest.next_label
             shard.add([c for c in survivors if c.chunk_id not in live_ids])
             tail = max((c.from_seq for c in shard.chunks.values() if c.thread_id == thread_id), default=0)
-            shard.manifest = shard.manifest.advanced(
-                thread_id, watermark=shard.manifest.watermarks.get(thread_id, 0), tail=tail,
-                chunks=len(shard.chunks), next_label=shard.manifest.next_label,
-            )
+            shard.manifest = shard.manifest.advanced({thread_id: (shard.manifest.watermarks.get(thread_id, 0), tail)},
+                                                     chunks=len(shard.chunks), next_label=shard.manifest.next_label)
         self.embed_pending(user_id, from_label=rebuilt)  # those windows only: a backlog is the background step's
         shard.save(self.root)
         return len(doomed)

@@ -80,12 +80,13 @@ class Shard:
         return self.changes != self.saved_changes
 
     # Changes --------------------------------------------------------------------------------
-    def add(self, chunks: Sequence[Chunk], tokens: Sequence[list[str]] | None = None) -> np.ndarray:
-        """Add chunks lexically (searchable at once), with their BM25 tokens when made already
-        (indexers/parallel_chunks.py); vectors come with `set_vectors`."""
+    def add(self, chunks: Sequence[Chunk], tokens: Sequence[list[str] | None] | None = None) -> np.ndarray:
+        """Add chunks lexically (searchable at once), with their BM25 tokens where made already
+        (indexers/parallel_chunks.py; None: tokenized here); vectors come with `set_vectors`."""
         start = self.manifest.next_label
         labels = np.arange(start, start + len(chunks), dtype=np.int64)
-        self.bm25.add(labels.tolist(), tokens if tokens is not None else [self.tokenizer.tokenize(c.text) for c in chunks])
+        made = tokens if tokens is not None else [None] * len(chunks)
+        self.bm25.add(labels.tolist(), [t if t is not None else self.tokenizer.tokenize(c.text) for c, t in zip(chunks, made)])
         self.chunks.update(zip(labels.tolist(), chunks))
         if self._unvectored is not None:
             self._unvectored.update(labels.tolist())
@@ -159,9 +160,20 @@ class Shard:
         return True
 
     # Reads ----------------------------------------------------------------------------------
-    def labels_where(self, thread_id: str, *, from_seq_at_least: int) -> list[int]:
+    def labels_from(self, tails: Mapping[str, int]) -> dict[str, list[int]]:
+        """The windows of each thread that start at or after its seq in `tails`: one pass over the
+        windows for any number of threads."""
         labels, threads, lows, _ = self._chunk_arrays()
-        return labels[(threads == self.chunks.thread_code(thread_id)) & (lows >= from_seq_at_least)].tolist()
+        found: dict[str, list[int]] = {thread_id: [] for thread_id in tails}
+        codes = {code: thread_id for thread_id in tails if (code := self.chunks.thread_code(thread_id)) >= 0}
+        if not codes or not len(labels):
+            return found
+        floor = np.full(int(threads.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)  # no window of other threads
+        floor[list(codes)] = [tails[thread_id] for thread_id in codes.values()]
+        picked = np.flatnonzero(lows >= floor[threads])
+        for label, code in zip(labels[picked].tolist(), threads[picked].tolist()):
+            found[codes[code]].append(label)
+        return found
 
     def labels_touching(self, thread_id: str, seqs: set[int]) -> list[int]:
         if not seqs:

@@ -1,7 +1,7 @@
 """A user's shard built from messages alone, in two steps a worker on any machine can run.
 
 1. `build_lexical`: the user's messages (an Arrow table read once from the store by the driver)
-   -> windows (the pipeline's `rechunk_tail`) -> BM25; it also says which texts need vectors.
+   -> windows (the pipeline's `rechunk_tails`) -> BM25; it also says which texts need vectors.
 2. `finish_and_publish`: those vectors -> HNSW and per-message vectors -> a new version published
    with the same version-directory + CURRENT flip as every save.
 
@@ -25,7 +25,7 @@ from indexers.hnsw import HnswIndex
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
 from engine.store.embedding_cache import content_hash
-from indexers.pipeline import PipelineParams, rechunk_tail
+from indexers.pipeline import PipelineParams, rechunk_tails
 from indexers.window_vectors import message_lines_to_embed, put_message_vectors
 from indexers.shard import Shard
 from indexers.shard_storage import ShardStorage
@@ -62,10 +62,9 @@ def build_lexical(job: UserJob, messages: pa.Table, params: PipelineParams, spec
     by_thread: dict[str, list] = defaultdict(list)
     for message in messages_from_arrow(messages):
         by_thread[message.thread_id].append(message)
-    counter = WordPieceCounter()
-    for thread_id, last_seq in job.threads:
-        if last_seq > 0:  # as the pipeline: a thread that never had a message gets no watermark
-            rechunk_tail(shard, thread_id, by_thread.get(thread_id, []), last_seq, params.chunk, counter)
+    # as the pipeline: a thread that never had a message gets no watermark
+    rechunk_tails(shard, {thread_id: (by_thread.get(thread_id, []), last_seq) for thread_id, last_seq in job.threads
+                          if last_seq > 0}, params.chunk, WordPieceCounter())
     return LexicalBuild(shard.manifest, dict(shard.chunks), shard.bm25)  # plain windows travel between processes
 
 

@@ -17,21 +17,21 @@ __all__ = ["messages_of_threads", "SEQS_PER_READ"]
 SEQS_PER_READ = 50_000  # seqs a query asks for at most (a thread longer than that is read alone)
 
 
-def messages_of_threads(store: Store, ranges: Mapping[str, tuple[int, int]]) -> Iterator[tuple[str, list[Message]]]:
-    """(thread, its messages with lo <= seq <= hi) for each thread of `ranges`, in their order:
-    short threads read together, up to SEQS_PER_READ seqs a query."""
+def messages_of_threads(store: Store, ranges: Mapping[str, tuple[int, int]]) -> Iterator[dict[str, list[Message]]]:
+    """Each thread of `ranges` with its messages with lo <= seq <= hi, in their order, a read at
+    a time: short threads read together, up to SEQS_PER_READ seqs a query."""
     group: dict[str, tuple[int, int]] = {}
     for thread_id, (lo, hi) in ranges.items():
         if group and sum(b - a + 1 for a, b in group.values()) + hi - lo + 1 > SEQS_PER_READ:
-            yield from _read(store, group)
+            yield _read(store, group)
             group = {}
         group[thread_id] = (lo, hi)
-    yield from _read(store, group)
+    if group:
+        yield _read(store, group)
 
 
-def _read(store: Store, group: Mapping[str, tuple[int, int]]) -> Iterator[tuple[str, list[Message]]]:
+def _read(store: Store, group: Mapping[str, tuple[int, int]]) -> dict[str, list[Message]]:
     if len(group) == 1:  # a thread alone: the single-thread query DuckDB's zone maps narrow
-        for thread_id, (lo, hi) in group.items():
-            yield thread_id, store.messages_in_range(thread_id, lo, hi + 1)
-    elif group:
-        yield from store.across.messages(group).items()
+        [(thread_id, (lo, hi))] = group.items()
+        return {thread_id: store.messages_in_range(thread_id, lo, hi + 1)}
+    return store.across.messages(group)
