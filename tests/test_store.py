@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine.store.db import SCHEMA_VERSION, Database
+from engine.store.db import INLINE_VALUES, SCHEMA_VERSION, Database, in_values
 from engine.errors import (
     InvalidInputError,
     StoreLockedError,
@@ -217,3 +217,15 @@ def test_a_few_rows_are_stored_as_a_large_batch_stores_them(tmp_path, monkeypatc
             assert all(np.array_equal(cached[h], v) for h, v in zip(["h1", "h2", "h3"], vectors))
     assert tables["values"] == tables["arrow"]
     assert len(tables["values"]["messages"]) == 3 and len(tables["values"]["day_segments"]) == 3
+
+
+@pytest.mark.parametrize("size", [0, 1, INLINE_VALUES, INLINE_VALUES + 1, 40])
+def test_in_values_selects_the_listed_rows_written_inline_or_as_one_list(size: int) -> None:
+    db = Database(":memory:")
+    db.execute("CREATE TABLE t (id VARCHAR)")
+    db.execute("INSERT INTO t SELECT 'id' || i FROM range(100) r(i)")
+    wanted = [f"id{i}" for i in range(0, 2 * size, 2)] + ["missing"] * (size > 0)
+    among, values = in_values("id", wanted)
+    assert sorted(r[0] for r in db.execute(f"SELECT id FROM t WHERE {among}", values)) == sorted(
+        w for w in wanted if w != "missing")
+    assert ("unnest" in among) == (len(wanted) > INLINE_VALUES)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from engine.store.across_threads import AcrossThreads
 from engine.store.checks import StoreChecks
-from engine.store.db import Database
+from engine.store.db import Database, in_values
 from engine.store.embedding_cache import EmbeddingCache
 from engine.store.history import History
 from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadError, UnknownUserError
@@ -177,9 +177,9 @@ class Store:
     def last_seqs(self, user_id: str) -> dict[str, int]:
         """Each thread of the user (in `threads_of`'s order) with the highest seq it ever gave, in
         one query: what the indexes ask after every ingest."""
-        rows = self.db.execute("SELECT thread_id, last_seq FROM threads WHERE user_id = ? ORDER BY created_at, thread_id",
-                               [user_id])
-        return {thread_id: int(last_seq or 0) for thread_id, last_seq in rows}
+        rows = self.db.execute("SELECT thread_id, last_seq, created_at FROM threads WHERE user_id = ?", [user_id])
+        rows.sort(key=lambda row: (row[2], row[0]))  # threads_of's ORDER BY, here: the SQL sort cost 0.4 ms more
+        return {thread_id: int(last_seq or 0) for thread_id, last_seq, _ in rows}
 
     def threads_of(self, user_id: str) -> list[Thread]:
         rows = self.db.execute(
@@ -307,8 +307,8 @@ class Store:
         ids = list(message_ids)
         if not ids:
             return {}
-        rows = self.db.execute(  # a semi-join: list_contains tests every stored row against the list (2x slower at 100k)
-            "SELECT message_id, user_id FROM messages WHERE message_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+        among, values = in_values("message_id", ids)  # many: a semi-join (list_contains was 2x slower at 100k)
+        rows = self.db.execute(f"SELECT message_id, user_id FROM messages WHERE {among}", values)
         return dict(rows)
 
     def stored_contents(self, thread_id: str, message_ids: Sequence[str],

@@ -13,7 +13,7 @@ from typing import Iterable, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 
-from engine.store.db import Database
+from engine.store.db import Database, in_values
 
 __all__ = ["EmbeddingCache", "content_hash"]
 
@@ -57,11 +57,9 @@ class EmbeddingCache:
         wanted = sorted({h for h in hashes if hash(h) in known})
         if not wanted:
             return {}
-        table = self.db.fetch_arrow(
-            f"SELECT content_hash, vector FROM {self.table} WHERE user_id = ? AND model = ? "
-            "AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
-            [user_id, self.model, wanted],
-        )
+        among, values = in_values("content_hash", wanted)
+        table = self.db.fetch_arrow(f"SELECT content_hash, vector FROM {self.table} WHERE user_id = ? AND model = ? AND {among}",
+                                    [user_id, self.model, *values])
         if table.num_rows == 0:
             return {}
         keys = table.column("content_hash").to_pylist()
