@@ -92,7 +92,7 @@ _VALUE_ERRORS = (duckdb.ConversionException, duckdb.InvalidInputException, duckd
 
 
 def in_values(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """`column IN (values)` and its parameters, written the cheaper way for the list's size."""
+    """`column IN (values)` (string values: ids) and its parameters, the cheaper way for the list's size."""
     if not values:
         return "FALSE", []
     if len(values) <= INLINE_VALUES:

@@ -102,8 +102,8 @@ def day_spans(placed: Sequence[Message]) -> dict[tuple[str, date], tuple[int, in
 
 
 def check_order(messages: Sequence[NewMessage], last_at: datetime | None) -> None:
-    stored = None if last_at is None else to_utc(last_at)
-    previous = stored
+    """OutOfOrderError unless the batch goes forward in time from the thread's last stored message."""
+    previous = None if last_at is None else to_utc(last_at)
     for index, m in enumerate(messages):
         at = time_of(m)
         if previous is not None and at < previous:
