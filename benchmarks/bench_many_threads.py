@@ -5,7 +5,8 @@
 Each conversation becomes a thread of its own, so the import's cost per thread (its store
 statements, its summaries' reads and writes) shows here, where run_scale's one long thread hides
 it. Prints the import's seconds, messages per second and phases (store, summaries, lexical), with
-the configured summarizer (CONVSEARCH_SUMMARIZER, extractive by default). Seeded:
+the configured summarizer (CONVSEARCH_SUMMARIZER, extractive by default), then what follows an
+import: the first search (the lexical index catching up on every thread) and a reindex. Seeded:
 the same arguments write the same file.
 """
 
@@ -16,6 +17,7 @@ import json
 import random
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,10 +50,15 @@ def run(threads: int, per_thread: int, seed: int = 0) -> dict:
         path.write_text(json.dumps(export(threads, per_thread, seed)), encoding="utf-8")
         with ConversationEngine(Path(home) / "data", embedder=None) as engine:
             report = engine.import_file(path, fmt="openai", user_id=USER)
+            started = time.perf_counter()
+            hits = len(engine.search(USER, "budget travel plan").results)
+            first_search_s = time.perf_counter() - started
+            reindex_s = engine.reindex(USER)[0].seconds
             stats = engine.stats(USER)
     return {"threads": threads, "messages": report.inserted, "seconds": report.seconds,
             "messages_per_s": report.messages_per_s, "phases_s": dict(report.phases_s),
-            "summaries": report.summaries, "stored": stats}
+            "summaries": report.summaries, "stored": stats, "first_search_s": round(first_search_s, 3),
+            "first_search_hits": hits, "reindex_s": reindex_s}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{figures['threads']} threads, {figures['messages']} messages: {figures['seconds']:.1f} s, "
           f"{figures['messages_per_s']:.0f} msg/s; phases " + ", ".join(f"{k} {v:.1f} s" for k, v in
                                                                        figures["phases_s"].items()))
+    print(f"then the first search {figures['first_search_s']:.2f} s ({figures['first_search_hits']} hits), "
+          f"a reindex {figures['reindex_s']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str), encoding="utf-8")
 
