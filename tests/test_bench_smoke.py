@@ -154,4 +154,5 @@ def test_many_threads_imports_one_thread_per_conversation() -> None:
     assert (figures["threads"], figures["messages"]) == (5, 20)
     assert figures["stored"]["threads"] == 5 and figures["stored"]["conversations"] == 5
     assert figures["summaries"] == 10 and figures["messages_per_s"] > 0  # a day's and a conversation's each
-    assert figures["first_search_hits"] > 0 and figures["first_search_s"] >= 0 and figures["reindex_s"] >= 0  # times may round to 0
+    assert figures["first_search_hits"] > 0  # the times may round to 0: only that they are there is checked
+    assert figures["first_search_s"] >= 0 and figures["reindex_s"] >= 0
