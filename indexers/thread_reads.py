@@ -23,15 +23,8 @@ def messages_of_threads(store: Store, ranges: Mapping[str, tuple[int, int]]) -> 
     group: dict[str, tuple[int, int]] = {}
     for thread_id, (lo, hi) in ranges.items():
         if group and sum(b - a + 1 for a, b in group.values()) + hi - lo + 1 > SEQS_PER_READ:
-            yield _read(store, group)
+            yield store.messages_in_ranges(group)
             group = {}
         group[thread_id] = (lo, hi)
     if group:
-        yield _read(store, group)
-
-
-def _read(store: Store, group: Mapping[str, tuple[int, int]]) -> dict[str, list[Message]]:
-    if len(group) == 1:  # a thread alone: the single-thread query DuckDB's zone maps narrow
-        [(thread_id, (lo, hi))] = group.items()
-        return {thread_id: store.messages_in_range(thread_id, lo, hi + 1)}
-    return store.across.messages(group)
+        yield store.messages_in_ranges(group)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import date, datetime
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -71,7 +71,7 @@ class AcrossThreads:
             found[thread_id].add(external_id)
         return found
 
-    def latest_conversations(self, thread_ids: Sequence[str]) -> dict[str, tuple[Conversation, int]]:
+    def last_conversations(self, thread_ids: Sequence[str]) -> dict[str, tuple[Conversation, int]]:
         """Each thread's latest conversation with its ordinal (`Timeline.last_conversation` for many)."""
         rows = self.db.execute(
             f"SELECT {CONVERSATION_COLUMNS}, ordinal FROM conversations WHERE {_IN_THREADS} "
@@ -80,19 +80,15 @@ class AcrossThreads:
 
     def day_segments(self, thread_ids: Sequence[str]) -> dict[str, list[DaySegment]]:
         """Each thread's day segments in day order."""
-        found: dict[str, list[DaySegment]] = defaultdict(list)
-        for row in self.db.execute(f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE {_IN_THREADS} "
-                                   "ORDER BY thread_id, day_label", [list(thread_ids)]):
-            found[row[2]].append(day_segment_from_row(row))
-        return found
+        rows = self.db.execute(f"SELECT {DAY_SEGMENT_COLUMNS} FROM day_segments WHERE {_IN_THREADS} "
+                               "ORDER BY thread_id, day_label", [list(thread_ids)])
+        return _by_thread(map(day_segment_from_row, rows))
 
     def ended_conversations(self, thread_ids: Sequence[str]) -> dict[str, list[Conversation]]:
         """Each thread's ended conversations, oldest first."""
-        found: dict[str, list[Conversation]] = defaultdict(list)
-        for row in self.db.execute(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE {_IN_THREADS} "
-                                   "AND ended_at IS NOT NULL ORDER BY thread_id, ordinal", [list(thread_ids)]):
-            found[row[1]].append(conversation_from_row(row))
-        return found
+        rows = self.db.execute(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE {_IN_THREADS} "
+                               "AND ended_at IS NOT NULL ORDER BY thread_id, ordinal", [list(thread_ids)])
+        return _by_thread(map(conversation_from_row, rows))
 
     def summary_ends(self, thread_ids: Sequence[str], kinds: Sequence[str]) -> dict[str, list[SummaryEnd]]:
         """Where each thread's summaries of these kinds end, without their text."""
@@ -117,3 +113,14 @@ class AcrossThreads:
             pa.table({"thread_id": pa.array(list(last_seqs), pa.string()),
                       "last_seq": pa.array(list(last_seqs.values()), pa.int64())}),
             "UPDATE threads t SET last_seq = greatest(t.last_seq, b.last_seq) FROM _batch b WHERE t.thread_id = b.thread_id")
+
+
+Record = TypeVar("Record", DaySegment, Conversation)
+
+
+def _by_thread(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """Records grouped by their thread, in the order they came."""
+    found: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        found[record.thread_id].append(record)
+    return found

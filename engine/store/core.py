@@ -293,6 +293,15 @@ class Store:
             params.append(limit)
         return [message_from_row(r) for r in self.db.execute(sql, params)]
 
+    def messages_in_ranges(self, ranges: Mapping[str, tuple[int, int]], *,
+                           include_notes: bool = True) -> dict[str, list[Message]]:
+        """`messages_in_range` of each thread (thread -> (lo, hi), hi included); many in one query,
+        one alone as `messages_in_range` reads it (DuckDB's zone maps narrow `thread_id = ?`)."""
+        if len(ranges) != 1:
+            return self.across.messages(ranges, include_notes=include_notes) if ranges else {}
+        [(thread_id, (lo, hi))] = ranges.items()
+        return {thread_id: self.messages_in_range(thread_id, lo, hi + 1, include_notes=include_notes)}
+
     def substring_search(self, thread_id: str, needle: str, *, limit: int = 100) -> list[Message]:
         """Case-insensitive substring match; the needle is a parameter, never a pattern."""
         rows = self.db.execute(

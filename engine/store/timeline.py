@@ -66,7 +66,7 @@ class Timeline:
     def last_conversations(self, thread_ids: Sequence[str]) -> dict[str, tuple[Conversation, int]]:
         """`last_conversation` of each of these threads that has one; many in one query."""
         if len(thread_ids) != 1:
-            return self.across.latest_conversations(thread_ids) if thread_ids else {}
+            return self.across.last_conversations(thread_ids) if thread_ids else {}
         found = self.last_conversation(thread_ids[0])
         return {thread_ids[0]: found} if found is not None else {}
 

@@ -8,7 +8,7 @@ thread cost ~20 statements a thread in catch-up reads alone.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Sequence
 
 from engine.models import DaySegment, Summary
@@ -16,7 +16,7 @@ from engine.store.across_threads import SummaryEnd
 from engine.summaries.batch import BLOCK, ThreadTurns, in_time_order
 from engine.summaries.ids import day_summary_id
 from engine.summaries.retries import SummaryJob
-from engine.timeutil import zone
+from engine.timeutil import to_utc, zone
 
 if TYPE_CHECKING:
     from engine.summaries.policy import SummaryService
@@ -33,9 +33,9 @@ class Backfill:
         """The scheduled close of conversations: each thread's open one ends once idle past the
         timeout; how many ended."""
         idle = {}
-        for conversation, _ in self.store.across.latest_conversations(thread_ids).values():
-            last_at = _aware(conversation.last_message_at)
-            if conversation.ended_at is None and _aware(now) - last_at > self.service.ingestor.idle_timeout:
+        for conversation, _ in self.store.timeline.last_conversations(thread_ids).values():
+            last_at = to_utc(conversation.last_message_at)
+            if conversation.ended_at is None and to_utc(now) - last_at > self.service.ingestor.idle_timeout:
                 idle[conversation.conversation_id] = last_at
         if idle:
             self.store.across.end_conversations(idle, "idle")
@@ -51,16 +51,14 @@ class Backfill:
         if self.service.summarizer is None or not thread_ids:
             return []
         tz = zone(self.store.get_user(user_id).timezone)
-        today = _aware(now).astimezone(tz).date()
+        today = to_utc(now).astimezone(tz).date()
         segments = self.store.across.day_segments(thread_ids)
         ends = self.store.across.summary_ends(thread_ids, ["day", "conversation"])
         sinces = {t: days[-1].day_label if last_only else since for t, days in segments.items() if days}
         turns = ThreadTurns(self.store)
-        reasons: dict[SummaryJob, str] = {}
-        starts: dict[SummaryJob, int] = {}  # each job's first seq
         stale = self._stale_days(user_id, segments, ends, sinces, today, turns)
-        for job, (reason, first_seq) in stale.items():
-            reasons[job], starts[job] = reason, first_seq
+        reasons = {job: reason for job, (reason, _) in stale.items()}
+        starts = {job: first_seq for job, (_, first_seq) in stale.items()}  # each job's first seq
         starts.update(self._conversations_due(user_id, list(segments), ends, sinces, tz))
         return self.service.run(in_time_order(starts), turns=turns, queue=False, reasons=reasons)
 
@@ -109,14 +107,9 @@ class Backfill:
         for thread_id, conversations in self.store.across.ended_conversations(thread_ids).items():
             since = sinces.get(thread_id)
             for conversation in conversations:
-                if since is not None and _aware(conversation.last_message_at).astimezone(tz).date() < since:
+                if since is not None and to_utc(conversation.last_message_at).astimezone(tz).date() < since:
                     continue
                 if done.get(conversation.conversation_id, 0) < conversation.last_seq:
                     job = SummaryJob(user_id, "conversation", conversation.conversation_id, thread_id)
                     jobs[job] = conversation.first_seq
         return jobs
-
-
-def _aware(moment: datetime) -> datetime:
-    """The store hands back naive UTC; compare aware times only."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment

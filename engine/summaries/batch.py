@@ -92,7 +92,7 @@ class ThreadTurns:
             return
         wanted = {thread_id: span for thread_id, spans in by_thread.items()
                   if (span := _union_to_read(spans, single_too=True)) is not None and not self.of(thread_id).holds(*span)}
-        for thread_id, turns in (self.store.across.messages(wanted, include_notes=False) if wanted else {}).items():
+        for thread_id, turns in self.store.messages_in_ranges(wanted, include_notes=False).items():
             self.of(thread_id).hold(*wanted[thread_id], turns)
 
 
