@@ -91,19 +91,20 @@ def test_a_turn_range_reads_a_far_ask_alone(tmp_path: Path) -> None:
 
 def test_a_backfill_of_more_than_a_block_reads_each_stretch_of_the_thread_once(tmp_path: Path) -> None:
     """Days and conversations run in time order, a block at a time: each block spans one stretch of
-    the thread, read in one query. (Days first, then conversations, read 9,000 turns of this
-    3,000-turn thread; at 30k messages, 4.5 million.)"""
+    the thread, read in one query. (Days first, then conversations, read 9,000 turns of a
+    3,000-turn thread; at 30k messages, 4.5 million.) Whether a closed day holds a turn is asked of
+    the turns' seqs alone: reading the turns for it, a block of days at a time, read them twice."""
     home = tmp_path / "home"
     with ConversationEngine(home, settings=Settings(summarizer="none"), embedder=None) as engine:
         engine.add_user("u", "UTC")
-        engine.ingest("u", _days(150, 20), index=False)  # 150 days, 300 conversations: two blocks
+        engine.ingest("u", _days(300, 10), index=False)  # 300 days, 600 conversations: four blocks
     with ConversationEngine(home, settings=Settings(summary_workers=0), embedder=None,
                             clock=lambda: datetime(2025, 1, 1, tzinfo=timezone.utc)) as engine:
         counting = _Counting(engine)
         report = engine.summarize("u")
-        assert (report.day_summaries, report.conversation_summaries) == (150, 300)
+        assert (report.day_summaries, report.conversation_summaries) == (300, 600)
         reads = counting.turn_reads
-        assert len(reads) <= 3 and sum(reads) <= 2 * 3000 + 100  # the stale checks' read, then each block's
+        assert len(reads) <= 4 and sum(reads) <= 3000 + 40, reads  # each block's stretch, once
 
 
 def test_one_ingest_of_more_than_a_block_reads_each_stretch_of_the_thread_once(tmp_path: Path) -> None:
@@ -144,3 +145,23 @@ def test_a_backfill_of_many_short_threads_runs_in_statements_of_many_threads(tmp
         for check in ("store_seq_order", "store_thread_tail", "store_day_bounds", "store_conversation_bounds",
                       "store_summary_span"):
             assert engine.store.checks.problems(check) == [], check
+
+
+def test_turn_seqs_in_ranges_are_the_turns_of_one_thread_or_many(tmp_path: Path) -> None:
+    """What the closed days' stale checks read: each range's turn seqs, never a note's, one thread
+    by itself or many in one query."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(chat_export(5, 6, T0)), encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", settings=Settings(summary_workers=0), embedder=None,
+                            clock=lambda: LATER) as engine:
+        engine.import_file(path, fmt="openai", user_id="u")  # each thread: 6 turns, then its day's note
+        store = engine.store
+        threads = [t.thread_id for t in store.threads_of("u")]
+        assert [m.kind for m in store.messages_in_range(threads[0], 1)] == ["turn"] * 6 + ["note"]
+        asked = {t: (2 + i % 3, 7) for i, t in enumerate(threads)}
+        expected = {t: [m.seq for m in store.messages_in_range(t, lo, hi + 1, include_notes=False)]
+                    for t, (lo, hi) in asked.items()}
+        assert store.turn_seqs_in_ranges(asked) == expected and expected[threads[1]] == [3, 4, 5, 6]
+        assert store.turn_seqs_in_ranges({threads[2]: (4, 7)}) == {threads[2]: [4, 5, 6]}
+        assert store.turn_seqs_in_ranges({threads[0]: (7, 9), threads[1]: (1, 2)}) == {threads[0]: [], threads[1]: [1, 2]}
+        assert store.turn_seqs_in_ranges({}) == {}

@@ -45,6 +45,18 @@ class AcrossThreads:
             found[row[1]].append(message_from_row(row))
         return found
 
+    def turn_seqs(self, ranges: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
+        """Each thread's turn seqs (no notes) with lo <= seq <= hi, in order (`Store.turn_seqs_in_ranges` for many)."""
+        threads = list(ranges)
+        rows = self.db.execute(
+            "SELECT m.thread_id, list(m.seq ORDER BY m.seq) FROM messages m "
+            "JOIN (SELECT unnest(?::VARCHAR[]) AS thread_id, unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) r "
+            "ON m.thread_id = r.thread_id AND m.seq >= r.lo AND m.seq <= r.hi WHERE m.kind = 'turn' GROUP BY m.thread_id",
+            [threads, [ranges[t][0] for t in threads], [ranges[t][1] for t in threads]])
+        found: dict[str, list[int]] = {t: [] for t in threads}
+        found.update(rows)
+        return found
+
     def tails(self, thread_ids: Sequence[str]) -> dict[str, tuple[int, datetime | None]]:
         """(highest seq ever given, last created_at) of each thread ((0, None): none or empty), as
         `Store.thread_tail` gives it for one."""

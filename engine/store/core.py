@@ -302,6 +302,17 @@ class Store:
         [(thread_id, (lo, hi))] = ranges.items()
         return {thread_id: self.messages_in_range(thread_id, lo, hi + 1, include_notes=include_notes)}
 
+    def turn_seqs_in_ranges(self, ranges: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
+        """Each thread's turn seqs (no notes) with lo <= seq <= hi, in order: whether a day holds turns,
+        without reading them. Many threads in one query, one alone by `thread_id = ?`, as
+        `messages_in_ranges` chooses."""
+        if len(ranges) != 1:
+            return self.across.turn_seqs(ranges) if ranges else {}
+        [(thread_id, (lo, hi))] = ranges.items()
+        rows = self.db.execute("SELECT seq FROM messages WHERE thread_id = ? AND seq >= ? AND seq <= ? AND kind = 'turn' "
+                               "ORDER BY seq", [thread_id, lo, hi])
+        return {thread_id: [seq for seq, in rows]}
+
     def substring_search(self, thread_id: str, needle: str, *, limit: int = 100) -> list[Message]:
         """Case-insensitive substring match; the needle is a parameter, never a pattern."""
         rows = self.db.execute(

@@ -8,6 +8,7 @@ thread cost ~20 statements a thread in catch-up reads alone.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Sequence
 
@@ -22,6 +23,12 @@ if TYPE_CHECKING:
     from engine.summaries.policy import SummaryService
 
 __all__ = ["Backfill"]
+
+
+def _any_between(seqs: list[int], lo: int, hi: int) -> bool:
+    """Whether sorted `seqs` hold one in [lo, hi]."""
+    at = bisect_left(seqs, lo)
+    return at < len(seqs) and seqs[at] <= hi
 
 
 class Backfill:
@@ -64,8 +71,7 @@ class Backfill:
 
     def _stale_days(self, user_id: str, segments: dict[str, list[DaySegment]], ends: dict[str, list[SummaryEnd]],
                     sinces: dict[str, date | None], today: date, turns: ThreadTurns) -> dict[SummaryJob, tuple[str, int]]:
-        """The days due a summary: job -> (reason, first seq). The stale checks of a block of days
-        read their turns once."""
+        """The days due a summary: job -> (reason, first seq), in the segments' order."""
         done = {(thread_id, day): to_seq for thread_id, found in ends.items()
                 for summary_id, kind, day, _, to_seq in found
                 if kind == "day" and day is not None and summary_id == day_summary_id(thread_id, day)}
@@ -78,20 +84,42 @@ class Backfill:
                         and not (segment.summary_markdown and key not in done)  # its summary came with an import
                         and segment.ends_at_seq > done.get(key, 0)):
                     candidates.append((segment, position == len(days) - 1))
-        due: dict[SummaryJob, tuple[str, int]] = {}
-        every = self.service.settings.day_summary_every
-        for start in range(0, len(candidates), BLOCK):
-            block = candidates[start:start + BLOCK]
+        uncovered = {(s.thread_id, s.day_label): (max(s.starts_at_seq, done.get((s.thread_id, s.day_label), 0) + 1),
+                                                   s.ends_at_seq) for s, _ in candidates}
+        closed = [s for s, last in candidates if not last or s.day_label < today]
+        still_open = [s for s, last in candidates if last and s.day_label >= today]
+        due = {key: "closed" for key in self._days_holding_turns(closed, uncovered)}
+        due.update((key, "progress") for key in self._days_in_progress(still_open, done, turns))
+        return {SummaryJob(user_id, "day", s.day_segment_id, s.thread_id): (due[key], s.starts_at_seq)
+                for s, _ in candidates if (key := (s.thread_id, s.day_label)) in due}
+
+    def _days_in_progress(self, days: Sequence[DaySegment], done: dict[tuple[str, date], int], turns: ThreadTurns
+                          ) -> list[tuple[str, date]]:
+        """The days not over yet that the live rule finds due (every so many turns, or near the
+        budget); a block of them reads its turns once."""
+        due = []
+        for start in range(0, len(days), BLOCK):
+            block = days[start:start + BLOCK]
             turns.prefetch([(s.thread_id, max(s.starts_at_seq, done.get((s.thread_id, s.day_label), 0) + 1),
-                             s.ends_at_seq) for s, _ in block])
-            for segment, last in block:
-                closed = not last or segment.day_label < today
-                covered = done.get((segment.thread_id, segment.day_label), 0)
-                if self.service.is_stale(segment, turns, every=1 if closed else every, near_budget=not closed,
-                                         covered_to=covered):
-                    job = SummaryJob(user_id, "day", segment.day_segment_id, segment.thread_id)
-                    due[job] = ("closed" if closed else "progress", segment.starts_at_seq)
+                             s.ends_at_seq) for s in block])
+            due += [(s.thread_id, s.day_label) for s in block if self.service.is_stale(
+                s, turns, every=self.service.settings.day_summary_every, near_budget=True,
+                covered_to=done.get((s.thread_id, s.day_label), 0))]
         return due
+
+    def _days_holding_turns(self, days: Sequence[DaySegment], uncovered: dict[tuple[str, date], tuple[int, int]]
+                            ) -> set[tuple[str, date]]:
+        """The closed days with a turn their summary does not cover: due a summary (one turn is
+        enough once a day is over). Their turns' seqs are read, not the turns."""
+        spans: dict[str, tuple[int, int]] = {}
+        for day in days:
+            lo, hi = uncovered[day.thread_id, day.day_label]
+            if lo <= hi:
+                known = spans.get(day.thread_id, (lo, hi))
+                spans[day.thread_id] = (min(known[0], lo), max(known[1], hi))
+        seqs = self.store.turn_seqs_in_ranges(spans)
+        return {(day.thread_id, day.day_label) for day in days
+                if _any_between(seqs.get(day.thread_id, []), *uncovered[day.thread_id, day.day_label])}
 
     def _conversations_due(self, user_id: str, thread_ids: Sequence[str], ends: dict[str, list[SummaryEnd]],
                            sinces: dict[str, date | None], tz) -> dict[SummaryJob, int]:

@@ -27,6 +27,8 @@ __all__ = [
     "SECTIONS",
     "NONE_NOTED",
     "Summarizer",
+    "PureSummarizer",
+    "Spoken",
     "SummarizerError",
     "ExtractiveSummarizer",
     "make_summarizer",
@@ -56,6 +58,33 @@ class Summarizer(Protocol):
     def title(self, messages: Sequence[Message]) -> str:
         """A 5-8 word title naming the main topic."""
         ...
+
+
+class Spoken(Protocol):
+    """What the extractive summarizer reads of a message: a Message, or the fields a worker is sent."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def speaker(self) -> str | None: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+class PureSummarizer(Protocol):
+    """A summarizer that reads only a message's `Spoken` fields (marked `pure`): bulk paths may run
+    it in worker processes."""
+
+    pure: bool
+
+    def summarize(self, messages: Sequence[Spoken]) -> str: ...
+
+    def title(self, messages: Sequence[Spoken]) -> str: ...
 
 
 # Text helpers: engine/summaries/text.py; a sentence's record: engine/summaries/said.py.
@@ -118,16 +147,16 @@ class _Sentence:
         return self.said.text
 
 
-def speaker_label(message: Message) -> str:
+def speaker_label(message: Spoken) -> str:
     return message.speaker or message.role.capitalize()
 
 
-def _quotable(messages: Sequence[Message]) -> list[Message]:
+def _quotable(messages: Sequence[Spoken]) -> list[Spoken]:
     """Conversation turns a summary may quote: never engine notes, tool outputs or system prompts."""
     return [m for m in messages if m.kind == "turn" and m.role in ("user", "assistant") and m.content.strip()]
 
 
-def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
+def _sentences(messages: Sequence[Spoken]) -> list[_Sentence]:
     out: list[_Sentence] = []
     for index, m in enumerate(messages):
         speaker, role = speaker_label(m), m.role
@@ -135,7 +164,7 @@ def _sentences(messages: Sequence[Message]) -> list[_Sentence]:
     return out
 
 
-def _each_sentence(messages: Sequence[Message]) -> Iterator[_Sentence]:
+def _each_sentence(messages: Sequence[Spoken]) -> Iterator[_Sentence]:
     """`_sentences` one at a time (a title reads only the first few)."""
     for index, m in enumerate(messages):
         speaker, role = speaker_label(m), m.role
@@ -148,7 +177,7 @@ def _by_count(item: tuple[str, int]) -> tuple[int, str]:
     return -item[1], item[0]
 
 
-def _answered(question: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> bool:
+def _answered(question: _Sentence, messages: Sequence[Spoken], words_of: Callable[[int], frozenset[str]]) -> bool:
     """A question counts as answered when a later message of the other side shares a content word."""
     words = set(content_words(question.text))
     for index in range(question.index + 1, len(messages)):
@@ -157,7 +186,7 @@ def _answered(question: _Sentence, messages: Sequence[Message], words_of: Callab
     return False
 
 
-def _classify(sentence: _Sentence, messages: Sequence[Message], words_of: Callable[[int], frozenset[str]]) -> str | None:
+def _classify(sentence: _Sentence, messages: Sequence[Spoken], words_of: Callable[[int], frozenset[str]]) -> str | None:
     """The one section a sentence belongs to: a question is an open loop while unanswered and never
     a decision; then explicit uncertainty, decisions, next steps (first-person future, imperatives),
     goals."""
@@ -239,7 +268,7 @@ class ExtractiveSummarizer:
     def __init__(self, cover_words: int = COVER_WORDS) -> None:
         self.cover_words = cover_words  # besides the opening request
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(self, messages: Sequence[Spoken]) -> str:
         turns = _quotable(messages)
         sentences = _sentences(turns)
         first = _first_request(sentences)
@@ -264,7 +293,7 @@ class ExtractiveSummarizer:
                 sections[name].append(f"- **{s.speaker}**: {_quote(s.text)}")
         return _render(sections)
 
-    def title(self, messages: Sequence[Message]) -> str:
+    def title(self, messages: Sequence[Spoken]) -> str:
         turns = _quotable(messages)
         first = _first_request(_each_sentence(turns))  # the first few messages decide
         base = _strip_filler(first.text) if first is not None else ""

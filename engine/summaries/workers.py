@@ -10,7 +10,11 @@ the same work runs slower there (its garbage collections walk the shard). Small 
 path's one-message ingest) stay in the main process, where a round trip would cost more than it
 saves.
 
-A worker is one of engine/subprocesses.py's processes, sent `texts_of_all` and a block's asks.
+A worker is one of engine/subprocesses.py's processes, sent `texts_of_wired` and a block's asks,
+each turn as the four fields a summarizer reads (`Spoken`): pickling whole Messages, with their
+times and metadata, cost the engine ~2 CPU s per 100k turns sent, and the worker as much again.
+Each worker has its own carrier thread, so one that finishes its share of a block goes on to its
+share of the next instead of waiting for the other.
 """
 
 from __future__ import annotations
@@ -18,14 +22,14 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence, cast
 
 from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
-from engine.summaries.summarizers import Summarizer
+from engine.summaries.summarizers import PureSummarizer, Summarizer
 
-__all__ = ["Ask", "Texts", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_all", "default_workers",
-           "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
+__all__ = ["Ask", "Texts", "TurnText", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_wired",
+           "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
 
 log = logging.getLogger("convsearch.summaries")
 log.addHandler(logging.NullHandler())
@@ -54,8 +58,35 @@ def texts_of(summarizer: Summarizer, ask: Ask) -> Texts:
     return Texts(summarizer.summarize(ask.turns), summarizer.title(ask.turns) if ask.titled else None)
 
 
-def texts_of_all(summarizer: Summarizer, asks: Sequence[Ask]) -> list[Texts]:
-    return [texts_of(summarizer, ask) for ask in asks]
+class TurnText(NamedTuple):
+    """A turn as a worker receives it: what the summarizer reads of a Message (`Spoken`)."""
+
+    role: str
+    content: str
+    speaker: str | None
+    kind: str
+
+
+Wired = list[tuple[list[tuple[str, str, str | None, str]], bool]]  # each ask's turns' fields, and `titled`
+
+
+def _wired(asks: Sequence[Ask]) -> Wired:
+    """The asks as plain tuples; a message quoted by two asks (its day's and its conversation's) is
+    one tuple, which pickle sends once."""
+    fields: dict[int, tuple[str, str, str | None, str]] = {}
+    for message in (m for ask in asks for m in ask.turns):
+        if id(message) not in fields:
+            fields[id(message)] = (message.role, message.content, message.speaker, message.kind)
+    return [([fields[id(m)] for m in ask.turns], ask.titled) for ask in asks]
+
+
+def texts_of_wired(summarizer: PureSummarizer, asks: Wired) -> list[Texts]:
+    """What a worker runs: each ask's texts, from its turns' fields."""
+    made = []
+    for turns, titled in asks:
+        spoken = [TurnText._make(turn) for turn in turns]
+        made.append(Texts(summarizer.summarize(spoken), summarizer.title(spoken) if titled else None))
+    return made
 
 
 def default_workers() -> int:
@@ -92,7 +123,7 @@ class SummaryWorkers:
     def __init__(self, processes: int) -> None:
         self.processes = processes
         self._workers: list[WorkerProcess] = []
-        self._carriers: ThreadPoolExecutor | None = None
+        self._carriers: list[ThreadPoolExecutor] = []  # one a worker: its calls queue behind its own
 
     def start(self, summarizer: Summarizer, asks: Sequence[Ask]) -> PendingTexts | None:
         """The asks sent to the workers, one lane each; None when the block should be made here,
@@ -102,11 +133,11 @@ class SummaryWorkers:
         ready = self._ready(summarizer)
         if ready is None:
             return None
-        workers, carriers = ready
+        pure = cast(PureSummarizer, summarizer)  # `_ready` checked that it is
         placed = [[i for i, ask in enumerate(asks) if ask.lane % self.processes == lane]
                   for lane in range(self.processes)]
-        futures = [carriers.submit(worker.call, texts_of_all, summarizer, [asks[i] for i in mine])
-                   for worker, mine in zip(workers, placed)]
+        futures = [carrier.submit(worker.call, texts_of_wired, pure, _wired([asks[i] for i in mine]))
+                   for worker, carrier, mine in zip(*ready, placed)]
         return PendingTexts(self, summarizer, asks, placed, futures)
 
     def warm(self, summarizer: Summarizer) -> None:
@@ -114,7 +145,7 @@ class SummaryWorkers:
         spent beside the engine storing the batch instead of before its first summaries."""
         self._ready(summarizer)
 
-    def _ready(self, summarizer: Summarizer) -> tuple[list[WorkerProcess], ThreadPoolExecutor] | None:
+    def _ready(self, summarizer: Summarizer) -> tuple[list[WorkerProcess], list[ThreadPoolExecutor]] | None:
         """The running workers and their carriers, started if need be; None when `summarizer`
         cannot leave the engine's process (none configured, not pure) or the workers cannot start."""
         if self.processes < 1 or not getattr(summarizer, "pure", False):
@@ -125,8 +156,8 @@ class SummaryWorkers:
         except OSError as exc:
             self.failed(exc)
             return None
-        if self._carriers is None:
-            self._carriers = ThreadPoolExecutor(self.processes, thread_name_prefix="summary-worker")
+        while len(self._carriers) < self.processes:
+            self._carriers.append(ThreadPoolExecutor(1, thread_name_prefix="summary-worker"))
         return self._workers, self._carriers
 
     def failed(self, exc: BaseException) -> None:
@@ -136,10 +167,10 @@ class SummaryWorkers:
 
     def close(self) -> None:
         workers, self._workers = self._workers, []
-        carriers, self._carriers = self._carriers, None
+        carriers, self._carriers = self._carriers, []
         for worker in workers:
             worker.end_input()  # all at once: they exit side by side
         for worker in workers:
             worker.stop()
-        if carriers is not None:
-            carriers.shutdown(wait=True)
+        for carrier in carriers:
+            carrier.shutdown(wait=True)
