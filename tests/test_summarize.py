@@ -9,6 +9,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Iterator
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -18,6 +19,7 @@ from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
 from engine.query.conversations import ConversationReader
 from engine.store.core import Store
+from engine.summaries.batch import conversation_brief
 from engine.summaries.policy import DAY_NOTE_PREFIX, SummaryService, day_summary_id
 from engine.summaries.chat_summarizer import OpenAICompatibleSummarizer
 from engine.summaries.summarizers import (SECTIONS, ExtractiveSummarizer, SummarizerError,
@@ -72,6 +74,28 @@ def test_extractive_sorts_sentences_into_sections() -> None:
     assert "Next I will write the migration code" in section_text(markdown, "Next steps")
     assert section_text(markdown, "Summary").startswith("User asked: Can you help me set up DuckDB")
     assert "row row row" not in markdown  # tool output is never quoted
+
+
+def test_section_text_runs_from_its_heading_to_the_next_one() -> None:
+    """A section's body: an LLM's Markdown too (odd spacing, any case, a `#` inside a line, a
+    `###` sub-heading); the next `## ` heading ends it, else the end of the text."""
+    markdown = ("##  summary \nFirst line. ## not a heading\n### Detail\n- a point\n\n## Goals\n- ship it\n"
+                "##\tNext steps\n\n- write the tests\n")
+    assert section_text(markdown, "Summary") == "First line. ## not a heading\n### Detail\n- a point"
+    assert section_text(markdown, "Goals") == "- ship it"
+    assert section_text(markdown, "Next steps") == "- write the tests"
+    assert section_text(markdown, "Decisions") == "" and section_text("## Summary", "Summary") == ""
+    assert section_text("## Summary\n## Goals\nx", "Summary") == ""
+
+
+def test_a_conversations_brief_is_its_summarys_first_two_sentences_and_its_span() -> None:
+    markdown = ("## Summary\n- none noted\nUser asked: Can you set up DuckDB? It should be fast.\n"
+                "Assistant: Done. Tests pass.\n\n## Goals\n- none noted\n")
+    turns = [_msg(1, "user", "Can you set up DuckDB?"), _msg(2, "assistant", "Done.")]
+    brief = conversation_brief(ZoneInfo("UTC"), markdown, turns)
+    assert brief.startswith("User asked: Can you set up DuckDB? It should be fast. It ran for 2 messages, from ")
+    empty = conversation_brief(ZoneInfo("UTC"), "## Summary\n- none noted\n", turns)
+    assert empty.startswith("The conversation had no notable content. It ran for 2 messages")
 
 
 def test_extractive_answered_question_is_not_an_open_loop() -> None:

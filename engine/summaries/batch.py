@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import islice
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 from zoneinfo import ZoneInfo
@@ -15,7 +16,8 @@ from zoneinfo import ZoneInfo
 from engine.models import Conversation, DaySegment, Message, Summary
 from engine.store.core import Store
 from engine.summaries.retries import SummaryJob
-from engine.summaries.summarizers import NONE_NOTED, section_text, split_sentences
+from engine.summaries.summarizers import NONE_NOTED, section_text
+from engine.summaries.text import each_sentence
 from engine.summaries.workers import Ask, PendingTexts
 
 __all__ = ["TurnRange", "ThreadTurns", "Planned", "Made", "PendingSummaries", "conversation_brief", "in_time_order", "BLOCK"]
@@ -178,7 +180,7 @@ class PendingSummaries:
 def conversation_brief(tz: ZoneInfo, markdown: str, turns: Sequence[Message]) -> str:
     """Two or three sentences: up to two from the Summary section, then the conversation's span."""
     body = section_text(markdown, "Summary")
-    sentences = [s for s in split_sentences(body) if s != NONE_NOTED.lstrip("- ")][:2]
+    sentences = list(islice((s for s in each_sentence(body) if s != NONE_NOTED.lstrip("- ")), 2))  # the first two
     if not sentences:
         sentences = ["The conversation had no notable content."]
     start, end = turns[0].created_at.astimezone(tz), turns[-1].created_at.astimezone(tz)

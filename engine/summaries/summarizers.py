@@ -98,10 +98,17 @@ def _quote(sentence: str) -> str:
     return sentence if sentence[-1] in ".!?…。！？" else sentence + "."
 
 
+_NEXT_HEADING = re.compile(r"^##\s", re.M)
+
+
 def section_text(markdown: str, heading: str) -> str:
-    """The body of `## heading` in a template summary ('' when absent)."""
-    match = re.search(rf"^##\s*{re.escape(heading)}\s*$(.*?)(?=^##\s|\Z)", markdown, re.M | re.S | re.I)
-    return match.group(1).strip() if match else ""
+    """The body of `## heading` in a template summary ('' when absent): up to the next `## `
+    heading (found by one search, not tried at every character of the body)."""
+    match = re.search(rf"^##\s*{re.escape(heading)}\s*$", markdown, re.M | re.I)
+    if match is None:
+        return ""
+    following = _NEXT_HEADING.search(markdown, match.end())
+    return markdown[match.end():following.start() if following else len(markdown)].strip()
 
 
 _TRAILING = frozenset("since because while when where which who that and or but so to of for with as if".split())

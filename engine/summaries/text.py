@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache, wraps
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
-__all__ = ["split_sentences", "sentences_in", "word_count", "count_words", "WORD", "ascii_words", "content_words",
-           "spaced_words",
-           "memo", "normalise",
+__all__ = ["split_sentences", "sentences_in", "each_sentence", "word_count", "count_words", "WORD", "ascii_words",
+           "content_words", "spaced_words", "memo", "normalise",
            "CJK", "STOPWORDS", "CHAT_WORDS"]
 
 T = TypeVar("T")
@@ -56,6 +55,13 @@ def split_sentences(text: str) -> list[str]:
     return list(sentences_in(text))
 
 
+def each_sentence(text: str) -> Iterator[str]:
+    """`split_sentences` one at a time, for a reader of the first few (a conversation's brief)."""
+    for line in _CODE_FENCE.sub(" ", normalise(text)).splitlines():
+        line = _LIST_PREFIX.sub("", line).strip()
+        yield from (s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+
+
 def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
     """fn with its results memoised for texts up to 4,000 characters (at most 16k of them, ~64 MB
     at worst): a message is read by its day's summary, its conversation's summary and title and
@@ -70,11 +76,7 @@ def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
 
 @memo
 def sentences_in(text: str) -> tuple[str, ...]:
-    sentences: list[str] = []
-    for line in _CODE_FENCE.sub(" ", normalise(text)).splitlines():
-        line = _LIST_PREFIX.sub("", line).strip()
-        sentences.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return tuple(sentences)
+    return tuple(each_sentence(text))
 
 
 def count_words(text: str) -> int:
