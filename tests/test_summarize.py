@@ -119,8 +119,8 @@ def test_extractive_title_names_the_topic_in_five_to_eight_words() -> None:
     assert 5 <= _words(title) <= 8
     assert title.startswith("Set up DuckDB")
     short = ExtractiveSummarizer().title([_msg(1, "user", "Fix the flaky test."),
-                                          _msg(2, "assistant", "Flaky test fixed.")])
-    assert 5 <= _words(short) <= 8
+                                          _msg(2, "assistant", "Flaky test fixed in the parser.")])
+    assert short == "Fix the flaky test fixed"  # four words, padded with the conversation's most said new word
 
 
 def test_empty_sections_say_none_noted() -> None:

@@ -117,14 +117,9 @@ _TRAILING = frozenset("since because while when where which who that and or but 
 def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
     """A 5-8 word title: cut at 8 words (at a clause end when one falls within 5-8), padded from
     `fallback_words` up to 5."""
-    if CJK.search(text) and word_count(text) >= TITLE_WORDS[0]:  # no spaces: cut by characters, 2 a word
+    if _cut_by_characters(text):
         return text.strip().rstrip("。！？、.!?")[: 2 * TITLE_WORDS[1] + 1]
-    clause = re.split(r"[,;:(—–]| - ", normalise(text))
-    base = clause[0] if len(clause) > 1 and TITLE_WORDS[0] <= len(clause[0].split()) <= TITLE_WORDS[1] else text
-    words = [w.strip(".,;:!?\"'`()[]*#。！？、") for w in normalise(base).split()]
-    words = [w for w in words if w][: TITLE_WORDS[1]]
-    while len(words) > TITLE_WORDS[0] and (words[-1].lower() in STOPWORDS or words[-1].lower() in _TRAILING):
-        words.pop()  # "Set up DuckDB for the" reads as cut off
+    words = _title_words(text)
     for extra in [*fallback_words, "general", "conversation", "notes", "and", "follow-ups"]:
         if len(words) >= TITLE_WORDS[0]:
             break
@@ -132,6 +127,27 @@ def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
             words.append(extra)
     title = " ".join(words)
     return title[:1].upper() + title[1:]
+
+
+def _pads(text: str) -> bool:
+    """Whether `clamp_title` pads `text` with fallback words: only then are they worth finding."""
+    return not _cut_by_characters(text) and len(_title_words(text)) < TITLE_WORDS[0]
+
+
+def _cut_by_characters(text: str) -> bool:
+    return CJK.search(text) is not None and word_count(text) >= TITLE_WORDS[0]  # no spaces: 2 characters a word
+
+
+def _title_words(text: str) -> list[str]:
+    """At most 8 of the text's words, from its first clause when that holds 5-8; a trailing stop word
+    dropped while more than 5 remain ("Set up DuckDB for the" reads as cut off)."""
+    clause = re.split(r"[,;:(—–]| - ", normalise(text))
+    base = clause[0] if len(clause) > 1 and TITLE_WORDS[0] <= len(clause[0].split()) <= TITLE_WORDS[1] else text
+    words = [w.strip(".,;:!?\"'`()[]*#。！？、") for w in normalise(base).split()]
+    words = [w for w in words if w][: TITLE_WORDS[1]]
+    while len(words) > TITLE_WORDS[0] and (words[-1].lower() in STOPWORDS or words[-1].lower() in _TRAILING):
+        words.pop()
+    return words
 
 
 # Extractive ----------------------------------------------------------------------------------
@@ -304,12 +320,17 @@ class ExtractiveSummarizer:
         turns = _quotable(messages)
         first = _first_request(_each_sentence(turns))  # the first few messages decide
         base = _strip_filler(first.text) if first is not None else ""
-        keywords = Counter(chain.from_iterable(spaced_words(m.content) for m in turns))
-        # clamp_title reads at most TITLE_PADDING of them: the top of the ranking, as sorting all would give
-        ranked = [w for w, _ in heapq.nsmallest(TITLE_PADDING, keywords.items(), key=_by_count)]
+        ranked = _keywords(turns) if _pads(base) else []  # most first requests make a title alone
         if not base and not ranked:
             return "Untitled conversation with no content yet"
         return clamp_title(base, ranked)
+
+
+def _keywords(turns: Sequence[Spoken]) -> list[str]:
+    """The turns' most said words, as many as clamp_title may read (TITLE_PADDING): the top of the
+    ranking, as sorting all would give."""
+    keywords = Counter(chain.from_iterable(spaced_words(m.content) for m in turns))
+    return [w for w, _ in heapq.nsmallest(TITLE_PADDING, keywords.items(), key=_by_count)]
 
 
 def _render(sections: dict[str, list[str]]) -> str:
