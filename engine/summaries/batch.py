@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from itertools import islice
 from datetime import datetime
+from itertools import islice
 from typing import Callable, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
