@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Protocol
 
 __all__ = [
     "Role",
@@ -19,6 +19,7 @@ __all__ = [
     "Thread",
     "NewMessage",
     "Message",
+    "Spoken",
     "Conversation",
     "DaySegment",
     "Summary",
@@ -62,6 +63,23 @@ class NewMessage:
     tools_used: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     kind: MessageKind = "turn"
+
+
+class Spoken(Protocol):
+    """What a reader of a message's words needs (the extractive summarizer, and with its position
+    chunking): a Message, or the slimmer record a worker process is sent."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def speaker(self) -> str | None: ...
+
+    @property
+    def kind(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from engine.config import default
 from engine.errors import InvalidInputError
+from engine.models import Spoken
 from engine.store.embedding_cache import content_hash
 from indexers.model_files import MODEL_MAX_TOKENS
 from indexers.wordpieces import TokenCounter, WordPieceCounter
@@ -111,9 +112,9 @@ class Window(Protocol):
     def message_lines(self) -> tuple[str, ...]: ...
 
 
-class Turn(Protocol):
-    """What chunking reads of a message: an `engine.models.Message`, or the slimmer record a worker
-    process chunks (indexers/parallel_chunks.py)."""
+class Turn(Spoken, Protocol):
+    """What chunking reads of a message (its words, and where it is): an `engine.models.Message`,
+    or the slimmer record a worker process chunks (indexers/parallel_chunks.py)."""
 
     @property
     def message_id(self) -> str: ...
@@ -122,15 +123,7 @@ class Turn(Protocol):
     @property
     def seq(self) -> int: ...
     @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def speaker(self) -> str | None: ...
-    @property
     def tools_used(self) -> Sequence[str]: ...
-    @property
-    def kind(self) -> str: ...
 
 
 def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
-from engine.models import Message
+from engine.models import Message, Spoken
 from engine.summaries.said import MAX_QUOTE_WORDS, Said, said_in
 from engine.summaries.text import CJK, STOPWORDS, content_words, memo, normalise, spaced_words, split_sentences, word_count
 
@@ -28,7 +28,6 @@ __all__ = [
     "NONE_NOTED",
     "Summarizer",
     "PureSummarizer",
-    "Spoken",
     "SummarizerError",
     "ExtractiveSummarizer",
     "make_summarizer",
@@ -58,22 +57,6 @@ class Summarizer(Protocol):
     def title(self, messages: Sequence[Message]) -> str:
         """A 5-8 word title naming the main topic."""
         ...
-
-
-class Spoken(Protocol):
-    """What the extractive summarizer reads of a message: a Message, or the fields a worker is sent."""
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def speaker(self) -> str | None: ...
-
-    @property
-    def kind(self) -> str: ...
 
 
 class PureSummarizer(Protocol):
