@@ -165,3 +165,41 @@ def test_turn_seqs_in_ranges_are_the_turns_of_one_thread_or_many(tmp_path: Path)
         assert store.turn_seqs_in_ranges({threads[2]: (4, 7)}) == {threads[2]: [4, 5, 6]}
         assert store.turn_seqs_in_ranges({threads[0]: (7, 9), threads[1]: (1, 2)}) == {threads[0]: [], threads[1]: [1, 2]}
         assert store.turn_seqs_in_ranges({}) == {}
+
+
+def test_a_day_and_its_one_conversation_are_summarised_once(tmp_path: Path) -> None:
+    """Each conversation of a chat export is its thread's one day: both summaries quote the same
+    turns, so the summarizer is asked once for both, in the engine's process (counted here) and by
+    the workers alike (the asks sent counted)."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(chat_export(40, 30, T0)), encoding="utf-8")  # 1,200 turns: workers take them
+    for workers in (0, 1):
+        with ConversationEngine(tmp_path / f"home{workers}", settings=Settings(summary_workers=workers),
+                                embedder=None, clock=lambda: LATER) as engine:
+            service, asked = engine.summaries, {"summarize": 0, "title": 0, "sent": 0}
+            inner, start = service.summarizer, service.workers.start
+
+            class Counting:  # not marked pure: it stays in the engine's process
+                def summarize(self, messages):
+                    asked["summarize"] += 1
+                    return inner.summarize(messages)
+
+                def title(self, messages):
+                    asked["title"] += 1
+                    return inner.title(messages)
+
+            def counted_start(summarizer, asks):
+                asked["sent"] += len(asks)
+                return start(summarizer, asks)
+            if workers == 0:
+                service.summarizer = Counting()
+            service.workers.start = counted_start  # type: ignore[method-assign]
+            engine.import_file(path, fmt="openai", user_id="u")
+            summaries = engine.store.timeline.summaries_of_user("u")
+            days = {s.thread_id: s for s in summaries if s.kind == "day"}
+            conversations = {s.thread_id: s for s in summaries if s.kind == "conversation"}
+            assert len(days) == len(conversations) == 40 and asked["sent"] == 40
+            assert all(days[t].markdown == conversations[t].markdown for t in days)
+            assert all(days[t].title == f"Day summary {days[t].day_label}" and conversations[t].title for t in days)
+            assert (asked["summarize"], asked["title"]) == ((40, 40) if workers == 0 else (0, 0))
+            assert workers == 0 or service.workers._workers  # the workers made them

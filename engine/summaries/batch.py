@@ -18,7 +18,7 @@ from engine.store.core import Store
 from engine.summaries.retries import SummaryJob
 from engine.summaries.summarizers import NONE_NOTED, section_text
 from engine.summaries.text import each_sentence
-from engine.summaries.workers import Ask, PendingTexts
+from engine.summaries.workers import Ask, DistinctAsks, PendingTexts
 
 __all__ = ["TurnRange", "ThreadTurns", "Planned", "Made", "PendingSummaries", "conversation_brief", "in_time_order", "BLOCK"]
 
@@ -128,11 +128,12 @@ class Planned:
 
     user_id: str
     asks: Sequence[tuple[SummaryJob, Ask]]
+    distinct: DistinctAsks  # the asks' texts are made once per list of turns
     days: Mapping[str, DaySegment]
     conversations: Mapping[str, Conversation]
     known: Mapping[str, datetime]  # created_at of the summaries the block replaces
     tz: ZoneInfo
-    pending: PendingTexts | None
+    pending: PendingTexts | None  # the distinct asks' texts
 
 
 @dataclass(frozen=True, slots=True)

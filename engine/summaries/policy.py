@@ -33,7 +33,8 @@ from engine.summaries.backfill import Backfill
 from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, ThreadTurns, conversation_brief, in_time_order
 from engine.summaries.ids import conversation_summary_id, day_summary_id, range_summary_id
 from engine.summaries.retries import RetryQueue, SummaryJob
-from engine.summaries.workers import BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, texts_of
+from engine.summaries.workers import (BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, distinct_asks,
+                                       texts_of)
 from engine.timeutil import utcnow, zone
 from engine.validation import seq_range
 from indexers.wordpieces import WordPieceCounter
@@ -194,8 +195,9 @@ class SummaryService:
         for job in [job for job, ask in asks.items() if ask is None]:
             self.retries.succeeded(job)  # nothing to write: its day or conversation is gone or empty
         wanted_asks = [(job, ask) for job, ask in asks.items() if ask is not None]
-        pending = self.workers.start(self._require(), [ask for _, ask in wanted_asks])
-        return Planned(user_id, wanted_asks, days, conversations, known,
+        distinct = distinct_asks([ask for _, ask in wanted_asks])
+        pending = self.workers.start(self._require(), distinct.asks)
+        return Planned(user_id, wanted_asks, distinct, days, conversations, known,
                        zone(self.store.get_user(user_id).timezone), pending)
 
     def _finish(self, plan: Planned, queue: bool, reasons: Mapping[SummaryJob, str]) -> list[Summary]:
@@ -203,9 +205,12 @@ class SummaryService:
         summarizer = self._require()
         in_workers = plan.pending.result() if plan.pending is not None else None
         made: list[Made] = []
-        for position, (job, ask) in enumerate(plan.asks):
+        by_turns: dict[int, Texts] = {}  # a distinct ask's texts, made here once
+        for (job, ask), at in zip(plan.asks, plan.distinct.of):
             try:
-                texts = in_workers[position] if in_workers is not None else texts_of(summarizer, ask)
+                if at not in by_turns:
+                    by_turns[at] = in_workers[at] if in_workers is not None else texts_of(summarizer, plan.distinct.asks[at])
+                texts = by_turns[at] if ask.titled else Texts(by_turns[at].markdown, None)
             except SummarizerError as exc:
                 if not queue:
                     self._write(plan.user_id, made, reasons)

@@ -28,8 +28,8 @@ from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
 from engine.summaries.summarizers import PureSummarizer, Summarizer
 
-__all__ = ["Ask", "Texts", "TurnText", "PendingTexts", "SummaryWorkers", "texts_of", "texts_of_wired",
-           "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
+__all__ = ["Ask", "Texts", "TurnText", "DistinctAsks", "distinct_asks", "PendingTexts", "SummaryWorkers", "texts_of",
+           "texts_of_wired", "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
 
 log = logging.getLogger("convsearch.summaries")
 log.addHandler(logging.NullHandler())
@@ -52,6 +52,30 @@ class Ask:
 class Texts:
     markdown: str
     title: str | None  # None when the ask needed none
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctAsks:
+    """A block's asks, one per list of turns: a day with one conversation quotes the same turns as
+    that conversation (every LoCoMo session, each conversation of a chat export), and a summary is a
+    function of its turns alone. `of[i]` is ask i's distinct one, titled when any of its copies is."""
+
+    asks: list[Ask]
+    of: list[int]
+
+
+def distinct_asks(asks: Sequence[Ask]) -> DistinctAsks:
+    found: dict[tuple[int, ...], int] = {}  # the turns' identities: asks slice the same turns in hand
+    distinct: list[Ask] = []
+    of: list[int] = []
+    for ask in asks:
+        at = found.setdefault(tuple(map(id, ask.turns)), len(distinct))
+        if at == len(distinct):
+            distinct.append(ask)
+        elif ask.titled and not distinct[at].titled:
+            distinct[at] = Ask(distinct[at].turns, True, distinct[at].lane)
+        of.append(at)
+    return DistinctAsks(distinct, of)
 
 
 def texts_of(summarizer: Summarizer, ask: Ask) -> Texts:
