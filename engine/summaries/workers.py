@@ -65,6 +65,7 @@ class DistinctAsks:
 
 
 def distinct_asks(asks: Sequence[Ask]) -> DistinctAsks:
+    """The asks made distinct by their turns (see DistinctAsks)."""
     found: dict[tuple[int, ...], int] = {}  # the turns' identities: asks slice the same turns in hand
     distinct: list[Ask] = []
     of: list[int] = []
