@@ -42,7 +42,7 @@ from indexers.parallel_chunks import chunk_in_parallel
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tail", "rechunk_tails"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tails"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -79,18 +79,13 @@ class IndexReport:
                    per_second(windows, seconds), phase.seconds())
 
 
-def rechunk_tail(shard: Shard, thread_id: str, messages: Sequence[Message], last_seq: int, params: ChunkParams,
-                 counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
-    """Re-chunk a thread from its last window on (`messages`: from the manifest's tail to the end)
-    into the shard and advance its manifest; (added, removed). Pure over the shard: no store, so a
-    distributed worker builds shards with it too. A long tail is chunked with `workers` processes."""
-    return rechunk_tails(shard, {thread_id: (messages, last_seq)}, params, counter, workers)
-
-
 def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Message], int]], params: ChunkParams,
                   counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
-    """`rechunk_tail` for many threads (thread -> (messages, last seq)): each chunked alone, the
-    shard changed once (an import of a chat export: thousands of short threads); same labels."""
+    """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
+    their last windows on into the shard and advance its manifest; (added, removed). Each thread is
+    chunked alone (a long tail with `workers` processes) and the shard changed once: an import of a
+    chat export holds thousands of short threads. Pure over the shard: no store, so a distributed
+    worker builds shards with it too."""
     old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
     fresh: list[Chunk] = []
     tokens: list[list[str] | None] = []

@@ -23,6 +23,9 @@ from engine.store.rows import (CONVERSATION_COLUMNS, DAY_SEGMENT_COLUMNS, MESSAG
 __all__ = ["AcrossThreads", "SummaryEnd"]
 
 _IN_THREADS = "thread_id IN (SELECT unnest(?::VARCHAR[]))"
+# messages m within each thread's (lo, hi) seq range; its parameters: `_range_params`
+_IN_RANGES = ("JOIN (SELECT unnest(?::VARCHAR[]) AS thread_id, unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) r "
+              "ON m.thread_id = r.thread_id AND m.seq >= r.lo AND m.seq <= r.hi")
 
 SummaryEnd = tuple[str, str, date | None, str | None, int]  # summary_id, kind, day_label, conversation_id, to_seq
 
@@ -33,27 +36,19 @@ class AcrossThreads:
 
     def messages(self, ranges: Mapping[str, tuple[int, int]], *, include_notes: bool = True) -> dict[str, list[Message]]:
         """Each thread's messages with lo <= seq <= hi, in seq order (`Store.messages_in_range` for many)."""
-        threads = list(ranges)
         rows = self.db.execute(
-            f"SELECT {', '.join('m.' + c for c in MESSAGE_COLUMNS.split(', '))} FROM messages m "
-            "JOIN (SELECT unnest(?::VARCHAR[]) AS thread_id, unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) r "
-            "ON m.thread_id = r.thread_id AND m.seq >= r.lo AND m.seq <= r.hi "
-            + ("" if include_notes else "WHERE m.kind = 'turn' ") + "ORDER BY m.thread_id, m.seq",
-            [threads, [ranges[t][0] for t in threads], [ranges[t][1] for t in threads]])
-        found: dict[str, list[Message]] = {t: [] for t in threads}
+            f"SELECT {', '.join('m.' + c for c in MESSAGE_COLUMNS.split(', '))} FROM messages m {_IN_RANGES} "
+            + ("" if include_notes else "WHERE m.kind = 'turn' ") + "ORDER BY m.thread_id, m.seq", _range_params(ranges))
+        found: dict[str, list[Message]] = {t: [] for t in ranges}
         for row in rows:
             found[row[1]].append(message_from_row(row))
         return found
 
     def turn_seqs(self, ranges: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
         """Each thread's turn seqs (no notes) with lo <= seq <= hi, in order (`Store.turn_seqs_in_ranges` for many)."""
-        threads = list(ranges)
-        rows = self.db.execute(
-            "SELECT m.thread_id, list(m.seq ORDER BY m.seq) FROM messages m "
-            "JOIN (SELECT unnest(?::VARCHAR[]) AS thread_id, unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) r "
-            "ON m.thread_id = r.thread_id AND m.seq >= r.lo AND m.seq <= r.hi WHERE m.kind = 'turn' GROUP BY m.thread_id",
-            [threads, [ranges[t][0] for t in threads], [ranges[t][1] for t in threads]])
-        found: dict[str, list[int]] = {t: [] for t in threads}
+        rows = self.db.execute(f"SELECT m.thread_id, list(m.seq ORDER BY m.seq) FROM messages m {_IN_RANGES} "
+                               "WHERE m.kind = 'turn' GROUP BY m.thread_id", _range_params(ranges))
+        found: dict[str, list[int]] = {t: [] for t in ranges}
         found.update(rows)
         return found
 
@@ -125,6 +120,12 @@ class AcrossThreads:
             pa.table({"thread_id": pa.array(list(last_seqs), pa.string()),
                       "last_seq": pa.array(list(last_seqs.values()), pa.int64())}),
             "UPDATE threads t SET last_seq = greatest(t.last_seq, b.last_seq) FROM _batch b WHERE t.thread_id = b.thread_id")
+
+
+def _range_params(ranges: Mapping[str, tuple[int, int]]) -> list[list]:
+    """The threads, lows and highs `_IN_RANGES` joins on."""
+    threads = list(ranges)
+    return [threads, [ranges[t][0] for t in threads], [ranges[t][1] for t in threads]]
 
 
 Record = TypeVar("Record", DaySegment, Conversation)

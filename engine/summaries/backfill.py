@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 __all__ = ["Backfill"]
 
 
+def _uncovered(day: DaySegment, done: dict[tuple[str, date], int]) -> tuple[int, int]:
+    """The seqs of a day its summary (to `done`'s seq for it, if any) does not cover yet."""
+    return max(day.starts_at_seq, done.get((day.thread_id, day.day_label), 0) + 1), day.ends_at_seq
+
+
 def _any_between(seqs: list[int], lo: int, hi: int) -> bool:
     """Whether sorted `seqs` hold one in [lo, hi]."""
     at = bisect_left(seqs, lo)
@@ -84,11 +89,9 @@ class Backfill:
                         and not (segment.summary_markdown and key not in done)  # its summary came with an import
                         and segment.ends_at_seq > done.get(key, 0)):
                     candidates.append((segment, position == len(days) - 1))
-        uncovered = {(s.thread_id, s.day_label): (max(s.starts_at_seq, done.get((s.thread_id, s.day_label), 0) + 1),
-                                                   s.ends_at_seq) for s, _ in candidates}
         closed = [s for s, last in candidates if not last or s.day_label < today]
         still_open = [s for s, last in candidates if last and s.day_label >= today]
-        due = {key: "closed" for key in self._days_holding_turns(closed, uncovered)}
+        due = {key: "closed" for key in self._days_holding_turns(closed, done)}
         due.update((key, "progress") for key in self._days_in_progress(still_open, done, turns))
         return {SummaryJob(user_id, "day", s.day_segment_id, s.thread_id): (due[key], s.starts_at_seq)
                 for s, _ in candidates if (key := (s.thread_id, s.day_label)) in due}
@@ -100,26 +103,23 @@ class Backfill:
         due = []
         for start in range(0, len(days), BLOCK):
             block = days[start:start + BLOCK]
-            turns.prefetch([(s.thread_id, max(s.starts_at_seq, done.get((s.thread_id, s.day_label), 0) + 1),
-                             s.ends_at_seq) for s in block])
+            turns.prefetch([(s.thread_id, *_uncovered(s, done)) for s in block])
             due += [(s.thread_id, s.day_label) for s in block if self.service.is_stale(
                 s, turns, every=self.service.settings.day_summary_every, near_budget=True,
                 covered_to=done.get((s.thread_id, s.day_label), 0))]
         return due
 
-    def _days_holding_turns(self, days: Sequence[DaySegment], uncovered: dict[tuple[str, date], tuple[int, int]]
-                            ) -> set[tuple[str, date]]:
+    def _days_holding_turns(self, days: Sequence[DaySegment], done: dict[tuple[str, date], int]) -> set[tuple[str, date]]:
         """The closed days with a turn their summary does not cover: due a summary (one turn is
         enough once a day is over). Their turns' seqs are read, not the turns."""
+        uncovered = {(day.thread_id, day.day_label): _uncovered(day, done) for day in days}
         spans: dict[str, tuple[int, int]] = {}
-        for day in days:
-            lo, hi = uncovered[day.thread_id, day.day_label]
+        for (thread_id, _), (lo, hi) in uncovered.items():
             if lo <= hi:
-                known = spans.get(day.thread_id, (lo, hi))
-                spans[day.thread_id] = (min(known[0], lo), max(known[1], hi))
+                known = spans.get(thread_id, (lo, hi))
+                spans[thread_id] = (min(known[0], lo), max(known[1], hi))
         seqs = self.store.turn_seqs_in_ranges(spans)
-        return {(day.thread_id, day.day_label) for day in days
-                if _any_between(seqs.get(day.thread_id, []), *uncovered[day.thread_id, day.day_label])}
+        return {key for key, (lo, hi) in uncovered.items() if _any_between(seqs.get(key[0], []), lo, hi)}
 
     def _conversations_due(self, user_id: str, thread_ids: Sequence[str], ends: dict[str, list[SummaryEnd]],
                            sinces: dict[str, date | None], tz) -> dict[SummaryJob, int]:

@@ -13,7 +13,7 @@ from indexers.bm25 import Bm25Index
 from indexers.chunking import ChunkParams, WordPieceCounter
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
-from indexers.pipeline import rechunk_tail, rechunk_tails
+from indexers.pipeline import rechunk_tails
 from indexers.shard import Shard
 
 T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
@@ -44,7 +44,7 @@ def test_many_threads_rechunked_at_once_make_the_shard_one_at_a_time_makes() -> 
         rechunk_tails(together, {t: (found, found[-1].seq) for t, found in tails.items()}, params, counter)
         for thread_id, found in batch.items():
             mine = [m for m in found if m.seq >= alone.manifest.tails.get(thread_id, 0)]
-            rechunk_tail(alone, thread_id, mine, mine[-1].seq, params, counter)
+            rechunk_tails(alone, {thread_id: (mine, mine[-1].seq)}, params, counter)  # one thread a call
     assert dict(together.chunks) == dict(alone.chunks) and together.manifest == alone.manifest
     labels = np.array(sorted(alone.chunks), dtype=np.int64)
     for query in (["budget", "hotel"], ["rust"], ["garden", "recipe", "deploy"]):
