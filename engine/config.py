@@ -141,6 +141,18 @@ class Settings(BaseSettings):
         description="A turn scores at least this fraction of the turn right before it: the reply after a strong "
         "match is often the evidence (0 turns it off). docs/benchmarks.md.",
     )
+    neighbour_windows: bool = Field(
+        True,
+        description="The windows beside the best ones (holding the turn right before or after them) are "
+        "candidates and opened into messages too: the lifts between turns can only lift a candidate. "
+        "docs/benchmarks.md.",
+    )
+    reacted_to_lift: float = Field(
+        0.85, ge=0, le=1,
+        description="A turn scores at least this fraction of its reply, the turn right after it: the strong match "
+        "is often the other speaker's reaction (\"Adoption agencies? Wonderful!\"), the evidence the turn it reacts "
+        "to (0 turns it off). docs/benchmarks.md.",
+    )
     phrase_weight: float = Field(
         1.0, ge=0,
         description="A turn's own keyword match counts the query's word pairs it holds side by side this much "

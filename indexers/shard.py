@@ -31,6 +31,7 @@ from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
 from indexers.message_table import MessageTable
+from indexers.neighbours import WindowsBySeq
 from indexers.heap import release_free_memory
 from indexers.label_set import LabelSet
 from indexers.message_vectors import MessageVectors
@@ -67,6 +68,7 @@ class Shard:
         self.messages = messages if messages is not None else MessageTable()
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
+        self._by_seq: tuple[tuple[np.ndarray, ...], WindowsBySeq] | None = None  # built from those arrays
         self._pending: int | None = None
         # windows without a vector, kept as they change: a live ingest asks after every message, and
         # comparing every label with has_vector took 7-10 ms at 100k messages (None: not known yet)
@@ -218,6 +220,21 @@ class Shard:
         for thread_id, (lo, hi) in intervals.items():
             keep |= (threads == self.chunks.thread_code(thread_id)) & (lows <= hi) & (highs >= lo)
         return labels[keep]
+
+    def neighbours(self, labels: np.ndarray) -> np.ndarray:
+        """The windows holding the turn right before or right after each of these windows, these left out
+        (indexers/neighbours.py; rebuilt with the window arrays after a change)."""
+        arrays = self._chunk_arrays()
+        if self._by_seq is None or self._by_seq[0] is not arrays:
+            self._by_seq = (arrays, WindowsBySeq.of(*arrays))
+        known, threads, firsts, lasts = arrays
+        labels = np.asarray(labels, dtype=np.int64)
+        if not len(known) or not len(labels):
+            return np.zeros(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(known, labels), len(known) - 1)
+        at = at[known[at] == labels]
+        beside = self._by_seq[1].holding(np.tile(threads[at], 2), np.concatenate((firsts[at] - 1, lasts[at] + 1)))
+        return np.setdiff1d(beside, labels)
 
     def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
         """Labels, thread codes, first and last seqs of the windows (cached until a change)."""

@@ -16,6 +16,7 @@ from engine.query.ranking import (
     earned,
     favour_named_speakers,
     lead_bar,
+    lift_reacted_to,
     lift_replies,
     merge_summaries_first,
     message_scores,
@@ -186,6 +187,15 @@ def test_the_reply_after_a_strong_match_is_lifted_and_nothing_else():
     assert lifted == pytest.approx([0.9, 0.72, 0.3, 0.05])  # lifted from the score before the lift: no chain
     assert lift_replies(scores, previous, lift=0.0) == pytest.approx(scores)
     assert lift_replies(np.zeros(0), np.zeros(0, dtype=np.int64), lift=0.8).size == 0
+
+
+def test_the_turn_a_strong_match_reacts_to_is_lifted_and_nothing_else():
+    scores = np.array([0.1, 0.9, 0.2, 0.05, 0.6])
+    previous = np.array([-1, 0, 1, -1, -1])  # 1 answers 0, 2 answers 1; 3 and 4 start elsewhere
+    lifted = lift_reacted_to(scores, previous, lift=0.8)
+    assert lifted == pytest.approx([0.72, 0.9, 0.2, 0.05, 0.6])  # 0 reacted to by 1; 1's reply is weaker
+    assert lift_reacted_to(scores, previous, lift=0.0) == pytest.approx(scores)
+    assert lift_reacted_to(np.zeros(0), np.zeros(0, dtype=np.int64), lift=0.8).size == 0
 
 
 def test_a_reply_in_a_strong_window_beats_a_near_match_in_a_weak_one():

@@ -121,6 +121,25 @@ def test_a_named_participant_s_turns_come_first(tmp_path):
         assert response.results[0].speaker == "Bob"
 
 
+def test_the_turn_a_strong_match_reacts_to_is_lifted(tmp_path):
+    """Carol's reaction holds the query's words; Bob's turn before it says what happened, in other words."""
+    turns = [("Bob", "On Saturday I drove out to the county animal shelter and came home with a three-legged tabby."),
+             ("Carol", "You adopted a cat? That is wonderful, adopting is the kindest thing."),
+             ("Bob", "Thanks! Anyway, how was your week at work?"), ("Carol", "Busy. We finally shipped the billing page.")]
+    with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
+        engine.add_user("dora")
+        engine.ingest("dora", [{"role": "user", "speaker": who, "content": text, "message_id": f"m{i}",
+                                "created_at": f"2024-01-01T09:0{i}"} for i, (who, text) in enumerate(turns)])
+        hits = engine.search("dora", "who adopted a cat?", kinds=("message",), explain=True).results
+        off = RankingOverrides(settings={"reacted_to_lift": 0.0})
+        before = [h.message_id for h in engine.search_experiment("dora", "who adopted a cat?", off,
+                                                                 kinds=("message",)).results]
+    assert [h.message_id for h in hits[:2]] == ["m1", "m0"]
+    assert hits[1].parts.fused == pytest.approx(0.85 * hits[0].parts.fused)
+    assert hits[1].parts.fused > hits[1].parts.own  # lifted above its own match
+    assert before.index("m2") < before.index("m0")  # without the rule the small talk after the match came first
+
+
 def test_multi_term_queries_match_any_term(engine):
     response = engine.search("alice", "A-7731 xylophonequartz", kinds=("message",))
     assert "A-7731" in contents(engine, "alice", response)[0]

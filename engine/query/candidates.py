@@ -18,7 +18,7 @@ from indexers.chunking import Window
 from indexers.shard import Shard
 
 __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side", "query_idf", "window_candidates",
-           "expand_to_messages"]
+           "beside_candidates", "expand_to_messages"]
 
 Intervals = Mapping[str, tuple[int, int]]  # thread -> (first seq, last seq) the filters allow
 # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
@@ -83,13 +83,36 @@ def window_candidates(shard: Shard, lexical: LexicalSide | None, vector: np.ndar
         near, near_cosine = shard.hnsw.search(vector, depth, lexical.allowed)
         found.append(near)
     labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+    cosine = np.full(len(labels), np.nan)
+    cosine[np.searchsorted(labels, near)] = near_cosine  # the HNSW hits come with their exact cosine
+    return _scored(shard, lexical, labels, vector, cosine)
+
+
+def beside_candidates(shard: Shard, lexical: LexicalSide, found: WindowCandidates, order: np.ndarray, reach: int,
+                      vector: np.ndarray | None) -> tuple[WindowCandidates, np.ndarray]:
+    """`found` with the windows beside its `reach` best (`Shard.neighbours`, within the filters) that it
+    lacks, scored the same way; and the indices of every window beside them that `order` (the windows to
+    open, best first) lacks: the rules between turns can lift only a candidate."""
+    next_to = shard.neighbours(found.labels[order[:reach]])
+    if lexical.allowed is not None:
+        next_to = np.intersect1d(next_to, lexical.allowed)
+    missing = np.setdiff1d(next_to, found.labels)
+    more = _scored(shard, lexical, missing, vector, np.full(len(missing), np.nan))
+    cosine = None if found.cosine is None or more.cosine is None else np.concatenate((found.cosine, more.cosine))
+    found = WindowCandidates(np.concatenate((found.labels, more.labels)), np.concatenate((found.raw, more.raw)),
+                             np.concatenate((found.matched, more.matched)), cosine)
+    beside = np.flatnonzero(np.isin(found.labels, next_to))
+    return found, beside[~np.isin(beside, order)]
+
+
+def _scored(shard: Shard, lexical: LexicalSide, labels: np.ndarray, vector: np.ndarray | None,
+            cosine: np.ndarray) -> WindowCandidates:
+    """These windows with their raw BM25 and, given the query's vector, their cosine (NaN: no vector
+    yet; read here where `cosine` is NaN)."""
     raw = np.asarray(lexical.match.scores_for(labels), dtype=np.float64)
     matched = np.isin(labels, lexical.labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None)
-    cosine = np.full(len(labels), np.nan)
-    # the HNSW hits come with their exact cosine; only the lexical-only ones need their vectors read
-    cosine[np.searchsorted(labels, near)] = near_cosine
     todo = np.array([np.isnan(c) and int(x) in shard.has_vector for x, c in zip(labels, cosine)], dtype=bool)
     if todo.any():
         cosine[todo] = shard.hnsw.vectors(labels[todo]) @ vector

@@ -5,7 +5,8 @@ Scores flow: raw BM25 -> `normalise_lexical` (monotone, 0..1, never every hit at
 message of the best windows -> `own_scores` (its own line, `with_phrases` for the query's word
 pairs it holds) -> `message_scores` (own, its best window, its covering summary, context `earned`
 by the own line) -> `lift_replies` (the turn after a strong match; by `reply_lifts`, more after a
-question) -> `weigh_asking` (turns that ask) -> `favour_named_speakers` -> `favour_matching` for a
+question) -> `weigh_asking` (turns that ask) -> `lift_reacted_to` (the turn before a strong match) ->
+`favour_named_speakers` -> `favour_matching` for a
 date the query names -> `apply_penalty` for messages a summary covers ->
 `tie_break_key` (score, newer day, newer message) -> `merge_summaries_first`.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "favour_matching",
     "lift_replies",
     "reply_lifts",
+    "lift_reacted_to",
     "weigh_asking",
     "apply_penalty",
     "passes_floor",
@@ -276,6 +278,19 @@ def lift_replies(scores: np.ndarray, previous: np.ndarray, *, lift: float | np.n
         return scores
     before = np.where(previous >= 0, scores[np.maximum(previous, 0)], 0.0)
     return np.maximum(scores, lift * before)
+
+
+def lift_reacted_to(scores: np.ndarray, previous: np.ndarray, *, lift: float) -> np.ndarray:
+    """A turn scores at least `lift` times its reply (the turn whose `previous` it is).
+
+    The turn that matches is often the other speaker's reaction ("Adoption agencies? Wonderful!");
+    the evidence is the turn it reacts to ("I looked into adoption agencies last week").
+    """
+    previous = np.asarray(previous, dtype=np.int64)
+    reply = np.full(len(previous), -1, dtype=np.int64)
+    is_reply = previous >= 0
+    reply[previous[is_reply]] = np.flatnonzero(is_reply)  # a turn has one turn right after it
+    return lift_replies(scores, reply, lift=lift)
 
 
 def reply_lifts(previous_asks: np.ndarray, *, lift: float, question_lift: float) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.blas import limit_blas_threads
 from engine.query.candidates import (Intervals, LexicalSide, MessageCandidates, WindowCandidates, expand_to_messages,
-                                     lexical_side, query_idf, window_candidates)
+                                     lexical_side, query_idf, window_candidates, beside_candidates)
 from engine.query.citation import make_snippet
 from engine.config import Settings
 from engine.errors import EmbeddingUnavailableError, InvalidInputError
@@ -27,8 +27,9 @@ from engine.text_rules import check_text, check_unit_interval
 from engine.query.filters import SearchFilters, seq_intervals
 from engine.models import day_segment_id
 from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour_matching, favour_named_speakers, fuse,
-                                  lead_bar, lift_replies, merge_summaries_first, message_scores, names_speaker, own_lexical,
-                                  own_scores, passes_floor, reply_lifts, tie_break_key, weigh_asking, with_phrases)
+                                  lead_bar, lift_reacted_to, lift_replies, merge_summaries_first, message_scores,
+                                  names_speaker, own_lexical, own_scores, passes_floor, reply_lifts, tie_break_key,
+                                  weigh_asking, with_phrases)
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_hits import ScoredSummaries
@@ -49,6 +50,7 @@ _WORD = re.compile(r"\w+")
 # Candidate depths: enough windows that `limit` distinct messages survive fusion, filters and overlap.
 WINDOWS_PER_RESULT = 5  # windows taken from each list per result asked (at least settings.candidate_depth)
 EXPANDED_PER_RESULT, EXPANDED_EXTRA = 3, 10  # the best 3*limit + 10 fused windows are opened into messages
+BESIDE_PER_RESULT = 2  # and the windows beside the best 2*limit (settings.neighbour_windows)
 
 
 class _Windows(NamedTuple):
@@ -171,6 +173,10 @@ class Searcher:
             return None
         fused = self._fuse(found.raw, found.matched, found.cosine, q)
         order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+        if self.settings.neighbour_windows:  # opened after the best, best first: a message keeps its better window
+            found, beside = beside_candidates(shard, lexical, found, order, BESIDE_PER_RESULT * limit, q.vector)
+            fused = self._fuse(found.raw, found.matched, found.cosine, q)
+            order = np.concatenate((order, beside[np.argsort(-fused.fused[beside], kind="stable")]))
         messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
         return _Windows(found, fused, messages, idf) if messages.message_ids else None
 
@@ -208,11 +214,13 @@ class Searcher:
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
                     text: str) -> np.ndarray:
         """The rules between turns: replies lifted by the match before them (more after a question), turns
-        that ask weighed when the query asks, then a named participant's turns favoured (a reply weighs as its
+        that ask weighed when the query asks, the turn a match reacts to lifted by it (after the weighing, which
+        LOO preferred to before it), then a named participant's turns favoured (a reply weighs as its
         own speaker's turn: lifted the other way round, every reply to the named participant outranked the
         rest, which LOO rejected), then the turns of a date the query names."""
         previous = replied_to(cards)
         scores = self._question_rules(scores, previous, lines, asks(text))
+        scores = lift_reacted_to(scores, previous, lift=self.settings.reacted_to_lift)
         words = frozenset(_WORD.findall(text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
         scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)

@@ -1,0 +1,64 @@
+"""The windows beside a window (indexers/neighbours.py, Shard.neighbours) and how a search opens them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.api import ConversationEngine
+from engine.query.candidates import beside_candidates, lexical_side, window_candidates
+from indexers.neighbours import WindowsBySeq
+
+
+def test_a_turn_is_found_in_the_window_of_its_thread_that_starts_last_before_it():
+    # thread 0: windows 10 = seqs 1-3, 11 = 3-5 (one turn of overlap), 12 = 6-6; thread 1: window 20 = 1-4
+    windows = WindowsBySeq.of(np.array([12, 10, 20, 11]), np.array([0, 0, 1, 0]), np.array([6, 1, 1, 3]),
+                              np.array([6, 3, 4, 5]))
+    assert windows.holding(np.array([0]), np.array([3])).tolist() == [11]  # in 10 and 11: the later one
+    assert windows.holding(np.array([0, 0, 1]), np.array([2, 6, 4])).tolist() == [10, 12, 20]
+    assert windows.holding(np.array([0, 1, 0, 2]), np.array([7, 5, 0, 1])).tolist() == []  # past the ends, no thread
+    assert windows.holding(np.array([0]), np.array([-1])).tolist() == []
+
+
+def test_the_neighbours_of_every_window_are_windows_holding_the_turns_beside_it(tmp_path):
+    long = " ".join(f"word{i}" for i in range(400))  # a message longer than a window: several pieces
+    texts = [f"turn {i} about topic {i % 3}" if i != 7 else long for i in range(15)]
+    with ConversationEngine(tmp_path, embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        for other in ("a", "b"):
+            engine.store.ensure_thread("u", f"u:{other}")
+        for other in ("a", "b"):  # two threads
+            for i, t in enumerate(texts):
+                engine.ingest("u", [{"role": "user", "content": t, "message_id": f"{other}{i}",
+                                     "created_at": f"2024-01-01T09:{i:02d}"}], thread_id=f"u:{other}")
+        shard = engine.pipeline.shard("u")
+        labels = np.array(sorted(shard.chunks), dtype=np.int64)
+        for label in labels.tolist():
+            window = shard.chunks.window(label)
+            beside = set(shard.neighbours(np.array([label])).tolist())
+            expected = [set(shard.labels_touching(window.thread_id, {seq})) - {label}
+                        for seq in (window.from_seq - 1, window.to_seq + 1)]
+            assert all(beside & wanted for wanted in expected if wanted)  # one window holding each turn beside
+            assert beside <= set().union(*expected)
+        engine.ingest("u", [{"role": "user", "content": "one more turn " * 60, "message_id": "b99",
+                             "created_at": "2024-01-01T09:30"}], thread_id="u:b")
+        kept = sorted(set(labels.tolist()) & set(shard.chunks))
+        new = set(shard.chunks) - set(labels.tolist())
+        assert new and new & set(shard.neighbours(np.array(kept)).tolist())  # found once the shard changed
+
+
+def test_the_windows_beside_the_best_are_added_scored_and_named_for_opening(tmp_path):
+    with ConversationEngine(tmp_path, embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", [{"role": "user", "content": f"turn number {i} " * 30 + ("pottery" if i == 6 else ""),
+                             "message_id": f"m{i}", "created_at": f"2024-01-01T09:{i:02d}"} for i in range(12)])
+        shard = engine.pipeline.shard("u")
+        lexical = lexical_side(shard, shard.tokenizer.tokenize("pottery"), None, 50)
+        found = window_candidates(shard, lexical, None, "lexical", 50)
+        assert len(found.labels) == 1  # the one window holding the word
+        order = np.array([0])
+        more, beside = beside_candidates(shard, lexical, found, order, 1, None)
+    expected = shard.neighbours(found.labels)
+    assert len(expected) == 2 and more.labels.tolist() == found.labels.tolist() + expected.tolist()
+    assert beside.tolist() == [1, 2] and more.raw[1:].tolist() == [0.0, 0.0] and not more.matched[1:].any()
+    none, nothing = beside_candidates(shard, lexical, found, order, 0, None)  # a reach of 0: nothing beside
+    assert none.labels.tolist() == found.labels.tolist() and not len(nothing)
