@@ -68,7 +68,7 @@ class Shard:
         self.messages = messages if messages is not None else MessageTable()
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
-        self._by_seq: tuple[tuple[np.ndarray, ...], WindowsBySeq] | None = None  # built from those arrays
+        self._by_seq: WindowsBySeq | None = None
         self._pending: int | None = None
         # windows without a vector, kept as they change: a live ingest asks after every message, and
         # comparing every label with has_vector took 7-10 ms at 100k messages (None: not known yet)
@@ -92,7 +92,7 @@ class Shard:
         self.chunks.update(zip(labels.tolist(), chunks))
         if self._unvectored is not None:
             self._unvectored.update(labels.tolist())
-        self._arrays = None
+        self._forget_windows()
         self._pending = None
         self.changes += 1
         self.manifest = _with(self.manifest, next_label=start + len(chunks), chunks=len(self.chunks))
@@ -121,7 +121,7 @@ class Shard:
             if self._unvectored is not None:
                 self._unvectored.discard(label)
             self._line_tokens.pop(label, None)
-        self._arrays = None
+        self._forget_windows()
         self._pending = None
         self.changes += 1
         self.manifest = _with(self.manifest, chunks=len(self.chunks))
@@ -156,7 +156,8 @@ class Shard:
         if hnsw.dead > len(hnsw):  # mostly dead slots (replaced tail windows): rebuild from the live ones
             hnsw = hnsw.compacted()
         self.has_vector, self.hnsw, self.message_vectors = LabelSet(self.chunks), hnsw, vectors
-        self._arrays, self._pending, self._unvectored = None, None, set()
+        self._forget_windows()
+        self._pending, self._unvectored = None, set()
         self._line_tokens.clear()
         self.manifest = _with(self.manifest, next_label=max(self.manifest.next_label, saved.next_label))
         return True
@@ -223,18 +224,19 @@ class Shard:
 
     def neighbours(self, labels: np.ndarray) -> np.ndarray:
         """The windows holding the turn right before or right after each of these windows, these left out
-        (indexers/neighbours.py; rebuilt with the window arrays after a change)."""
-        arrays = self._chunk_arrays()
-        if self._by_seq is None or self._by_seq[0] is not arrays:
-            self._by_seq = (arrays, WindowsBySeq.of(*arrays))
-        known, threads, firsts, lasts = arrays
+        (indexers/neighbours.py, built after a change; the windows asked are read, as a search reads them)."""
+        if self._by_seq is None:
+            self._by_seq = WindowsBySeq.of(*self.chunks.spans())
         labels = np.asarray(labels, dtype=np.int64)
-        if not len(known) or not len(labels):
-            return np.zeros(0, dtype=np.int64)
-        at = np.minimum(np.searchsorted(known, labels), len(known) - 1)
-        at = at[known[at] == labels]
-        beside = self._by_seq[1].holding(np.tile(threads[at], 2), np.concatenate((firsts[at] - 1, lasts[at] + 1)))
-        return np.setdiff1d(beside, labels)
+        windows = [self.chunks.window(label) for label in labels.tolist()]
+        threads = np.array([self.chunks.thread_code(w.thread_id) for w in windows], dtype=np.int64)
+        seqs = np.array([w.from_seq - 1 for w in windows] + [w.to_seq + 1 for w in windows], dtype=np.int64)
+        return np.setdiff1d(self._by_seq.holding(np.tile(threads, 2), seqs), labels)
+
+    def _forget_windows(self) -> None:
+        """The windows changed: the arrays and the index by seq built from them are stale."""
+        self._arrays = None
+        self._by_seq = None
 
     def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
         """Labels, thread codes, first and last seqs of the windows (cached until a change)."""
@@ -278,7 +280,7 @@ class Shard:
         """Serve the windows and message vectors from the files just written (memory-mapped), so
         what was added since the load stops taking memory; the contents are the same."""
         self.chunks = ChunkMap.open(version / CHUNK_FILE)
-        self._arrays = None
+        self._forget_windows()
         if self.hnsw is not None:
             self.message_vectors = MessageVectors.load(version / "message_vectors", self.manifest.spec.dim)
 
