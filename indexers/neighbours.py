@@ -17,7 +17,7 @@ __all__ = ["WindowsBySeq"]
 @dataclass(frozen=True, slots=True)
 class WindowsBySeq:
     """Every window by (thread code, first seq), ascending; built from `ChunkMap.spans`. 20 bytes a
-    window: a 1M-message shard serves within its memory budget with it."""
+    window (~26 MB for the 1.3M windows of 1M messages): serving memory is an issue 18 target."""
 
     keys: np.ndarray  # thread code << 32 | first seq
     lasts: np.ndarray  # last seq (int32)

@@ -57,8 +57,8 @@ def test_the_windows_beside_the_best_are_added_scored_and_named_for_opening(tmp_
         assert len(found.labels) == 1  # the one window holding the word
         order = np.array([0])
         more, beside = beside_candidates(shard, lexical, found, order, 1, None)
-    expected = shard.neighbours(found.labels)
+        expected = shard.neighbours(found.labels)
+        none, nothing = beside_candidates(shard, lexical, found, order, 0, None)  # a reach of 0: nothing beside
     assert len(expected) == 2 and more.labels.tolist() == found.labels.tolist() + expected.tolist()
     assert beside.tolist() == [1, 2] and more.raw[1:].tolist() == [0.0, 0.0] and not more.matched[1:].any()
-    none, nothing = beside_candidates(shard, lexical, found, order, 0, None)  # a reach of 0: nothing beside
     assert none.labels.tolist() == found.labels.tolist() and not len(nothing)
