@@ -235,13 +235,20 @@ class ChunkMap(MutableMapping[int, Chunk]):
 
     def spans(self) -> Spans:
         """Labels, thread codes, first and last seq of every window, by ascending label."""
-        fresh = self._fresh_spans[:self._fresh_n][self._fresh_live[:self._fresh_n]]
-        labels = np.concatenate((self._labels[self._alive], fresh[:, 0]))
-        codes = np.concatenate((self._thread_codes[self._alive], fresh[:, 1].astype(np.int32)))
-        lows = np.concatenate((self._from[self._alive], fresh[:, 2]))
-        highs = np.concatenate((self._to[self._alive], fresh[:, 3]))
+        saved = (column[self._alive] for column in self.saved_spans())
+        labels, codes, lows, highs = (np.concatenate(pair) for pair in zip(saved, self.fresh_spans()))
         order = np.argsort(labels, kind="stable")
         return labels[order], codes[order], lows[order], highs[order]
+
+    def saved_spans(self) -> Spans:
+        """`spans` of every saved row, removed ones included, in file order: they stay as they are for
+        the map's life, so what is built from them outlives the changes (a removed label is not `in` it)."""
+        return self._labels, self._thread_codes, self._from, self._to
+
+    def fresh_spans(self) -> Spans:
+        """`spans` of the live windows put since the map was made, in the order they came."""
+        fresh = self._fresh_spans[:self._fresh_n][self._fresh_live[:self._fresh_n]]
+        return fresh[:, 0], fresh[:, 1].astype(np.int32), fresh[:, 2], fresh[:, 3]
 
     def batches(self, has_vector: LabelSet) -> Iterator[pa.RecordBatch]:
         """Every window as record batches of CHUNK_SCHEMA: the saved rows still live, then the fresh."""

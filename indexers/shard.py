@@ -68,7 +68,10 @@ class Shard:
         self.messages = messages if messages is not None else MessageTable()
         self.lock = threading.RLock()
         self._arrays: tuple[np.ndarray, ...] | None = None
-        self._by_seq: WindowsBySeq | None = None
+        # the windows by seq (Shard.neighbours): the saved ones' index lasts as long as `chunks`, the
+        # fresh ones' until a change
+        self._saved_by_seq: WindowsBySeq | None = None
+        self._fresh_by_seq: WindowsBySeq | None = None
         self._pending: int | None = None
         # windows without a vector, kept as they change: a live ingest asks after every message, and
         # comparing every label with has_vector took 7-10 ms at 100k messages (None: not known yet)
@@ -152,11 +155,10 @@ class Shard:
             return False
         mapping = {label: label_of[c.chunk_id] for label, c in self.chunks.items()}
         self.bm25.relabel(mapping)
-        self.chunks = ChunkMap({mapping[label]: c for label, c in self.chunks.items()})
+        self._use_chunks(ChunkMap({mapping[label]: c for label, c in self.chunks.items()}))
         if hnsw.dead > len(hnsw):  # mostly dead slots (replaced tail windows): rebuild from the live ones
             hnsw = hnsw.compacted()
         self.has_vector, self.hnsw, self.message_vectors = LabelSet(self.chunks), hnsw, vectors
-        self._forget_windows()
         self._pending, self._unvectored = None, set()
         self._line_tokens.clear()
         self.manifest = _with(self.manifest, next_label=max(self.manifest.next_label, saved.next_label))
@@ -224,19 +226,30 @@ class Shard:
 
     def neighbours(self, labels: np.ndarray) -> np.ndarray:
         """The windows holding the turn right before or right after each of these windows, these left out
-        (indexers/neighbours.py, built after a change; the windows asked are read, as a search reads them)."""
-        if self._by_seq is None:
-            self._by_seq = WindowsBySeq.of(*self.chunks.spans())
+        (indexers/neighbours.py). A change rebuilds the index of the fresh windows only: the saved ones'
+        lasts until the next save, so a live ingest does not make the next search sort every window."""
+        if self._saved_by_seq is None:
+            self._saved_by_seq = WindowsBySeq.of(*self.chunks.saved_spans())
+        if self._fresh_by_seq is None:
+            self._fresh_by_seq = WindowsBySeq.of(*self.chunks.fresh_spans())
         labels = np.asarray(labels, dtype=np.int64)
         windows = [self.chunks.window(label) for label in labels.tolist()]
-        threads = np.array([self.chunks.thread_code(w.thread_id) for w in windows], dtype=np.int64)
+        threads = np.tile(np.array([self.chunks.thread_code(w.thread_id) for w in windows], dtype=np.int64), 2)
         seqs = np.array([w.from_seq - 1 for w in windows] + [w.to_seq + 1 for w in windows], dtype=np.int64)
-        return np.setdiff1d(self._by_seq.holding(np.tile(threads, 2), seqs), labels)
+        found = np.union1d(self._saved_by_seq.holding(threads, seqs), self._fresh_by_seq.holding(threads, seqs))
+        live = np.fromiter((label in self.chunks for label in found.tolist()), dtype=bool, count=len(found))
+        return np.setdiff1d(found[live], labels)  # a saved window replaced since: its fresh one is found
+
+    def _use_chunks(self, chunks: ChunkMap) -> None:
+        """Serve these windows: everything built from the old ones is stale."""
+        self.chunks = chunks
+        self._saved_by_seq = None
+        self._forget_windows()
 
     def _forget_windows(self) -> None:
-        """The windows changed: the arrays and the index by seq built from them are stale."""
+        """The windows changed: the arrays and the fresh windows' index built from them are stale."""
         self._arrays = None
-        self._by_seq = None
+        self._fresh_by_seq = None
 
     def _chunk_arrays(self) -> tuple[np.ndarray, ...]:
         """Labels, thread codes, first and last seqs of the windows (cached until a change)."""
@@ -279,8 +292,7 @@ class Shard:
     def _map_saved(self, version: Path) -> None:
         """Serve the windows and message vectors from the files just written (memory-mapped), so
         what was added since the load stops taking memory; the contents are the same."""
-        self.chunks = ChunkMap.open(version / CHUNK_FILE)
-        self._forget_windows()
+        self._use_chunks(ChunkMap.open(version / CHUNK_FILE))
         if self.hnsw is not None:
             self.message_vectors = MessageVectors.load(version / "message_vectors", self.manifest.spec.dim)
 

@@ -31,19 +31,28 @@ def test_the_neighbours_of_every_window_are_windows_holding_the_turns_beside_it(
                 engine.ingest("u", [{"role": "user", "content": t, "message_id": f"{other}{i}",
                                      "created_at": f"2024-01-01T09:{i:02d}"}], thread_id=f"u:{other}")
         shard = engine.pipeline.shard("u")
-        labels = np.array(sorted(shard.chunks), dtype=np.int64)
-        for label in labels.tolist():
-            window = shard.chunks.window(label)
-            beside = set(shard.neighbours(np.array([label])).tolist())
-            expected = [set(shard.labels_touching(window.thread_id, {seq})) - {label}
-                        for seq in (window.from_seq - 1, window.to_seq + 1)]
-            assert all(beside & wanted for wanted in expected if wanted)  # one window holding each turn beside
-            assert beside <= set().union(*expected)
-        engine.ingest("u", [{"role": "user", "content": "one more turn " * 60, "message_id": "b99",
+        _check_every_window(shard)  # every window fresh
+        labels = set(shard.chunks)
+        engine.index("u")  # saved: the windows are read from the chunk file
+        shard = engine.pipeline.shard("u")
+        _check_every_window(shard)
+        engine.ingest("u", [{"role": "user", "content": "one more turn", "message_id": "b99",
                              "created_at": "2024-01-01T09:30"}], thread_id="u:b")
-        kept = sorted(set(labels.tolist()) & set(shard.chunks))
-        new = set(shard.chunks) - set(labels.tolist())
-        assert new and new & set(shard.neighbours(np.array(kept)).tolist())  # found once the shard changed
+        new = set(shard.chunks) - labels
+        assert new and labels - set(shard.chunks)  # the tail's saved windows replaced by fresh ones
+        _check_every_window(shard)  # saved and fresh, the index of the saved ones kept across the change
+        assert new & set(shard.neighbours(np.array(sorted(labels & set(shard.chunks)))).tolist())
+
+
+def _check_every_window(shard) -> None:
+    """Each window's neighbours hold the turns beside it: one window for each, live, and no other."""
+    for label in sorted(shard.chunks):
+        window = shard.chunks.window(label)
+        beside = set(shard.neighbours(np.array([label])).tolist())
+        expected = [set(shard.labels_touching(window.thread_id, {seq})) - {label}
+                    for seq in (window.from_seq - 1, window.to_seq + 1)]
+        assert all(beside & wanted for wanted in expected if wanted)  # one window holding each turn beside
+        assert beside <= set().union(*expected)
 
 
 def test_the_windows_beside_the_best_are_added_scored_and_named_for_opening(tmp_path):
