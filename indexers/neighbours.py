@@ -16,18 +16,23 @@ __all__ = ["WindowsBySeq"]
 
 @dataclass(frozen=True, slots=True)
 class WindowsBySeq:
-    """Every window by (thread code, first seq), ascending; built from `ChunkMap.spans`. 20 bytes a
-    window (~26 MB for the 1.3M windows of 1M messages): serving memory is an issue 18 target."""
+    """Every window by (thread code, first seq), ascending; built from `ChunkMap.spans`. It keeps the keys
+    (8 bytes a window) and, when the windows did not come in key order, their order (4 more); last seqs and
+    labels stay the arrays it was built from (the saved ones are the chunk map's own). Why: serving memory
+    is an issue 18 target, and ~10 MB for the 1.3M windows of 1M messages is a share of its margin."""
 
-    keys: np.ndarray  # thread code << 32 | first seq
-    lasts: np.ndarray  # last seq (int32)
-    labels: np.ndarray
+    keys: np.ndarray  # thread code << 32 | first seq, ascending
+    order: np.ndarray | None  # int32: the window of each key; None when the windows came in key order
+    lasts: np.ndarray  # last seq, in the order the windows came
+    labels: np.ndarray  # the same order
 
     @classmethod
     def of(cls, labels: np.ndarray, threads: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> WindowsBySeq:
         keys = _keys(threads, firsts)
-        order = np.argsort(keys, kind="stable")
-        return cls(keys[order], np.asarray(lasts, dtype=np.int32)[order], np.asarray(labels, dtype=np.int64)[order])
+        if len(keys) < 2 or bool(np.all(keys[1:] >= keys[:-1])):  # one thread written in order: no copy
+            return cls(keys, None, np.asarray(lasts), np.asarray(labels))
+        order = np.argsort(keys, kind="stable").astype(np.int32)
+        return cls(keys[order], order, np.asarray(lasts), np.asarray(labels))
 
     def holding(self, threads: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """For each (thread code, seq), a window holding that turn: the one of its thread that starts last
@@ -37,11 +42,10 @@ class WindowsBySeq:
         threads, seqs = threads[real], seqs[real]
         if not len(self.keys) or not len(seqs):
             return np.zeros(0, dtype=np.int64)
-        at = np.searchsorted(self.keys, _keys(threads, seqs), side="right") - 1
-        held = at >= 0
-        at = np.maximum(at, 0)
-        held &= (self.keys[at] >> 32 == threads) & (self.lasts[at] >= seqs)
-        return np.unique(self.labels[at[held]])
+        at = np.maximum(np.searchsorted(self.keys, _keys(threads, seqs), side="right") - 1, 0)
+        window = self.order[at] if self.order is not None else at
+        held = (self.keys[at] >> 32 == threads) & (self.keys[at] & 0xFFFFFFFF <= seqs) & (self.lasts[window] >= seqs)
+        return np.unique(np.asarray(self.labels[window[held]], dtype=np.int64))
 
 
 def _keys(threads: np.ndarray, seqs: np.ndarray) -> np.ndarray:

@@ -17,6 +17,12 @@ def test_a_turn_is_found_in_the_window_of_its_thread_that_starts_last_before_it(
     assert windows.holding(np.array([0, 0, 1]), np.array([2, 6, 4])).tolist() == [10, 12, 20]
     assert windows.holding(np.array([0, 1, 0, 2]), np.array([7, 5, 0, 1])).tolist() == []  # past the ends, no thread
     assert windows.holding(np.array([0]), np.array([-1])).tolist() == []
+    in_order = WindowsBySeq.of(np.array([10, 11, 12, 20]), np.array([0, 0, 0, 1]), np.array([1, 3, 6, 1]),
+                               np.array([3, 5, 6, 4]))
+    assert windows.order is not None and in_order.order is None  # windows in key order: no order kept
+    for threads, seqs in (([0], [3]), ([0, 0, 1], [2, 6, 4]), ([0, 1, 0, 2], [7, 5, 0, 1]), ([1, 1], [0, 9])):
+        assert in_order.holding(np.array(threads), np.array(seqs)).tolist() == \
+            windows.holding(np.array(threads), np.array(seqs)).tolist()
 
 
 def test_the_neighbours_of_every_window_are_windows_holding_the_turns_beside_it(tmp_path):
