@@ -60,10 +60,12 @@ def test_coverage_merges_spans_and_answers_by_thread():
 
     from engine.models import Summary
     from engine.query.summary_index import Spans
+    from engine.query.summary_records import SummaryRecords
 
     at = datetime(2024, 1, 1, tzinfo=timezone.utc)
     spans = [("t", 1, 5), ("t", 4, 9), ("t", 20, 22), ("u", 1, 3)]
-    coverage = Spans.of(tuple(Summary(f"s{i}", t, "x", "range", a, b, "md", at, at) for i, (t, a, b) in enumerate(spans)))
+    coverage = Spans.of(SummaryRecords.of([Summary(f"s{i}", t, "x", "range", a, b, "md", at, at)
+                                           for i, (t, a, b) in enumerate(spans)]))
 
     def covers(thread: str, seq: int) -> bool:
         return bool(coverage.covered([thread], [seq])[0])

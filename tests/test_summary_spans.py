@@ -39,7 +39,8 @@ def _matches(n: int, rng: np.random.Generator) -> SummaryMatches:
                       for i in range(n))
     raw = np.where(rng.random(n) < 0.5, rng.random(n) * 5, 0.0)
     vectors = rng.standard_normal((n, 4)).astype(np.float32)
-    return SummaryMatches(summaries, raw, raw > 0, vectors, Spans.of(summaries), packed_markdown(summaries)[1])
+    records, markdown = packed_markdown(summaries)
+    return SummaryMatches(records, raw, raw > 0, vectors, Spans.of(records), markdown)
 
 
 def test_a_search_scores_the_best_lexical_summaries_and_those_over_its_messages() -> None:

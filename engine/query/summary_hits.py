@@ -35,9 +35,11 @@ class ScoredSummaries:
         another's span; ranked by the hits' own tie-breaks before any snippet is built."""
         fused, summaries = self.scores.fused, self.matches.summaries
         leading = np.flatnonzero((fused > 0) & (fused >= bar))
-        days = np.array([d.toordinal() if (d := summaries[i].day_label) else 0 for i in leading])
+        days = summaries.days[leading]  # ordinals, 0 for none
         ranked = leading[np.lexsort((-self.matches.spans.ends[leading], -days, -np.round(fused[leading], 6)))]
-        best = _distinct_spans([summaries[i] for i in ranked], ranked, limit)
+        spans = [(thread, start, end) for thread, (start, end) in
+                 zip(summaries.codes[ranked, 0].tolist(), summaries.seqs[ranked].tolist())]
+        best = _distinct_spans(spans, ranked, limit)
         hits = [_summary_hit(self.matches.full(i), self.scores.parts(i), words, shard) for i in best]
         hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.to_seq))
         return hits
@@ -46,30 +48,31 @@ class ScoredSummaries:
 NEAR_SAME_SPAN = 0.8  # two summaries whose spans share this much of their union say the same thing
 
 
-def _distinct_spans(ranked: Sequence[Summary], rows: np.ndarray, limit: int) -> list[int]:
+def _distinct_spans(ranked: Sequence[tuple[int, int, int]], rows: np.ndarray, limit: int) -> list[int]:
     """Up to `limit` rows, best first, none over nearly the same span as another (overlap over union
     >= NEAR_SAME_SPAN): of such a pair (a conversation and its day) the shorter span, the more specific
-    one, shows, in the better one's place."""
-    kept: list[tuple[Summary, int]] = []
-    for summary, row in zip(ranked, rows):
-        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(summary, other)), None)
+    one, shows, in the better one's place. `ranked`: each row's (thread code, from_seq, to_seq)."""
+    kept: list[tuple[tuple[int, int, int], int]] = []
+    for span, row in zip(ranked, rows):
+        twin = next((k for k, (other, _) in enumerate(kept) if _near_same(span, other)), None)
         if twin is None:
             if len(kept) < limit:
-                kept.append((summary, int(row)))
-        elif _span(summary) < _span(kept[twin][0]):
-            kept[twin] = (summary, int(row))
+                kept.append((span, int(row)))
+        elif _length(span) < _length(kept[twin][0]):
+            kept[twin] = (span, int(row))
     return [row for _, row in kept]
 
 
-def _span(summary: Summary) -> int:
-    return summary.to_seq - summary.from_seq + 1
+def _length(span: tuple[int, int, int]) -> int:
+    return span[2] - span[1] + 1
 
 
-def _near_same(a: Summary, b: Summary) -> bool:
-    if a.thread_id != b.thread_id:
+def _near_same(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    (thread_a, start_a, end_a), (thread_b, start_b, end_b) = a, b
+    if thread_a != thread_b:
         return False
-    overlap = min(a.to_seq, b.to_seq) - max(a.from_seq, b.from_seq) + 1
-    return overlap > 0 and overlap / (max(a.to_seq, b.to_seq) - min(a.from_seq, b.from_seq) + 1) >= NEAR_SAME_SPAN
+    overlap = min(end_a, end_b) - max(start_a, start_b) + 1
+    return overlap > 0 and overlap / (max(end_a, end_b) - min(start_a, start_b) + 1) >= NEAR_SAME_SPAN
 
 
 def _summary_hit(summary: Summary, parts: ScoreParts, words: list[str], shard: Shard) -> SearchHit:

@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.models import Summary
 from engine.query.packed_texts import PackedTexts
+from engine.query.summary_records import SummaryRecords
 from indexers.bm25 import Bm25Index
 from indexers.heap import release_free_memory
 from engine.store.embedding_cache import content_hash
@@ -32,7 +33,7 @@ class SummaryMatches:
     """Summaries as scored, without their Markdown (`markdown=""`): their texts are in `markdown`,
     packed (`packed_markdown`), and `full` gives a summary back whole, for the few a search shows."""
 
-    summaries: tuple[Summary, ...]
+    summaries: SummaryRecords
     lexical_raw: np.ndarray
     matched: np.ndarray  # shares a term with the query
     vectors: np.ndarray | None  # of these summaries (NaN rows: no vector yet); None: not asked for, or none
@@ -90,16 +91,15 @@ NO_COVERS = CoverPairs(0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int6
 
 def _rows_of(every: SummaryMatches, rows: np.ndarray, lexical_raw: np.ndarray, matched: np.ndarray) -> SummaryMatches:
     """The matches of these rows (ascending) of `every`, given their scores."""
-    picked = rows.tolist()
-    return SummaryMatches(tuple(every.summaries[i] for i in picked), lexical_raw, matched,
+    return SummaryMatches(every.summaries.take(rows), lexical_raw, matched,
                           every.vectors[rows] if every.vectors is not None else None, every.spans.take(rows),
                           every.markdown.take(rows))
 
 
-def packed_markdown(summaries: Sequence[Summary]) -> tuple[tuple[Summary, ...], PackedTexts]:
-    """The summaries without their Markdown, and their Markdown packed: a search reads only the
-    text of the summaries it shows (engine.query.packed_texts says what it saves)."""
-    return tuple(replace(s, markdown="") for s in summaries), PackedTexts.of(s.markdown for s in summaries)
+def packed_markdown(summaries: Sequence[Summary]) -> tuple[SummaryRecords, PackedTexts]:
+    """The summaries without their Markdown, as columns, and their Markdown packed: a search reads only
+    the text of the summaries it shows (engine.query.packed_texts and summary_records say what they save)."""
+    return SummaryRecords.of(summaries), PackedTexts.of(s.markdown for s in summaries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +114,9 @@ class Spans:
     longest: int  # at least the most seqs one summary spans: how far before a seq a covering one can start
 
     @classmethod
-    def of(cls, summaries: Sequence[Summary], *, ordered: bool = False) -> "Spans":
+    def of(cls, summaries: SummaryRecords, *, ordered: bool = False) -> "Spans":
         """`ordered`: the summaries are already by thread, then start (no sort)."""
-        return cls.indexed(np.array([s.thread_id for s in summaries], dtype=object),
-                           np.array([s.from_seq for s in summaries], dtype=np.int64),
-                           np.array([s.to_seq for s in summaries], dtype=np.int64), ordered=ordered)
+        return cls.indexed(summaries.thread_ids(), summaries.seqs[:, 0], summaries.seqs[:, 1], ordered=ordered)
 
     @classmethod
     def indexed(cls, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, ordered: bool = False) -> "Spans":
@@ -182,7 +180,7 @@ def _blocks(ordered_threads: np.ndarray) -> dict[str, tuple[int, int]]:
 @dataclass(frozen=True, slots=True)
 class _Entry:
     revision: int  # of the user's summaries, as read
-    summaries: tuple[Summary, ...]  # in summary_order, without their Markdown
+    summaries: SummaryRecords  # in summary_order, without their Markdown
     markdown: PackedTexts  # each one's (`packed_markdown`)
     keys: tuple[str, ...]  # each one's summary_key
     labels: np.ndarray  # each one's document in `bm25`: kept across updates, never reused
@@ -233,7 +231,7 @@ class SummaryIndex:
             self._embedded[user_id] = entry.revision
             return None
         row_of = {key: row for row, key in enumerate(entry.keys)}
-        texts = [_text(entry.summaries[row_of[key]].title, entry.markdown.text(row_of[key])) for key in missing]
+        texts = [_text(entry.summaries.titles[row_of[key]], entry.markdown.text(row_of[key])) for key in missing]
         return SummarySlice(user_id, entry.revision, tuple(missing), tuple(texts))
 
     def keep_slice(self, planned: "SummarySlice", made: Mapping[str, np.ndarray]) -> int:
@@ -332,20 +330,19 @@ class SummaryIndex:
         rest keep their documents, tokens and vectors (the same scores as a rebuild: BM25 of the
         same documents, the same vectors)."""
         fresh = tuple(self.pipeline.store.timeline.summaries_of_user(user_id, changed))
-        keep = [i for i, s in enumerate(entry.summaries) if s.summary_id not in changed]
-        gone = [int(label) for s, label in zip(entry.summaries, entry.labels) if s.summary_id in changed]
+        keep = [i for i, summary_id in enumerate(entry.summaries.ids) if summary_id not in changed]
+        gone = [int(label) for summary_id, label in zip(entry.summaries.ids, entry.labels) if summary_id in changed]
         added = np.arange(entry.next_label, entry.next_label + len(fresh), dtype=np.int64)
         tokens = self._tokens(fresh)
         with entry.lock:
             entry.bm25.remove(gone)
             entry.bm25.add(added.tolist(), tokens)
-        kept = [entry.summaries[i] for i in keep]  # still in order: the fresh ones go between them
+        kept = entry.summaries.take(keep)  # still in order: the fresh ones go between them
         at = [bisect.bisect_right(kept, summary_order(s), key=summary_order) for s in fresh]
         order = np.insert(np.arange(len(kept)), at, np.arange(len(kept), len(kept) + len(fresh))).tolist()
         keys = [entry.keys[i] for i in keep] + [summary_key(s) for s in fresh]
         bare, packed = packed_markdown(fresh)
-        merged, markdown = kept + list(bare), entry.markdown.take(keep).joined(packed).take(order)
-        summaries = tuple(merged[i] for i in order)
+        summaries, markdown = kept.joined(bare).take(order), entry.markdown.take(keep).joined(packed).take(order)
         vectors: np.ndarray | None = None
         fresh_vectors = self._cached_vectors(user_id, keys[len(keep):]) if entry.vectors is not None else None
         if entry.vectors is not None and fresh_vectors is not None:
