@@ -49,14 +49,3 @@ def test_rows_taken_and_joined_keep_each_summary_whole() -> None:
     assert list(records.take(np.array([], dtype=np.int64))) == []
     assert list(records.take([3, 4]).joined(SummaryRecords.of(second[:2]))) == [both[3], both[4], *both[12:14]]
 
-
-def test_of_two_summaries_over_nearly_one_span_the_shorter_shows_in_the_better_ones_place() -> None:
-    from engine.query.summary_hits import _distinct_spans
-
-    spans = [(0, 1, 10), (0, 1, 9), (1, 1, 10), (0, 20, 30), (0, 20, 31), (0, 5, 30)]  # (thread code, from, to)
-    rows = np.array([10, 11, 12, 13, 15, 14])
-    # 11 is 10's twin (9/10 of their union) and shorter; 12 is another thread's; 15 is 13's longer twin
-    assert _distinct_spans(spans, rows, 3) == [11, 12, 13]
-    assert _distinct_spans(spans, rows, 4) == [11, 12, 13, 14]
-    assert _distinct_spans(spans[:1] + [(0, 3, 10)], rows[:2], 2) == [11]  # 8/10 of their union: twins
-    assert _distinct_spans(spans[:1] + [(0, 4, 10)], rows[:2], 2) == [10, 11]  # 7/10: not

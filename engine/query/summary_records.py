@@ -1,8 +1,8 @@
 """A user's summaries as columns, for the summary index: a `Summary` is made only for a row read.
 
 Why: a 1M-message user has ~57,600 summaries. Held as `Summary` objects, each was a tracked object
-with its own copies of thread and user ids, two datetimes and a date: ~20 MB, and 57,613 of the
-144k objects a full garbage collection walked after the shard loaded (70 ms). A search reads a
+with its own copies of thread and user ids, two datetimes and a date: 57,613 of the 144k objects a
+full garbage collection walked after the shard loaded (72-75 ms; 39-58 as columns). A search reads a
 few hundred rows' spans and days, and whole summaries only for the hits it shows.
 """
 
