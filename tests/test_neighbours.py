@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from engine.api import ConversationEngine
 from engine.query.candidates import beside_candidates, lexical_side, window_candidates
@@ -25,23 +26,28 @@ def test_a_turn_is_found_in_the_window_of_its_thread_that_starts_last_before_it(
             windows.holding(np.array(threads), np.array(seqs)).tolist()
 
 
-def test_the_neighbours_of_every_window_are_windows_holding_the_turns_beside_it(tmp_path):
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_the_neighbours_of_every_window_are_windows_holding_the_turns_beside_it(tmp_path, interleaved):
+    """Two threads written one after the other (their windows come in key order) or turn by turn (they do
+    not: the index keeps their order)."""
     long = " ".join(f"word{i}" for i in range(400))  # a message longer than a window: several pieces
     texts = [f"turn {i} about topic {i % 3}" if i != 7 else long for i in range(15)]
+    turns = [(other, i) for i in range(15) for other in ("a", "b")] if interleaved else \
+        [(other, i) for other in ("a", "b") for i in range(15)]
     with ConversationEngine(tmp_path, embedder=None) as engine:
         engine.add_user("u", "UTC")
         for other in ("a", "b"):
             engine.store.ensure_thread("u", f"u:{other}")
-        for other in ("a", "b"):  # two threads
-            for i, t in enumerate(texts):
-                engine.ingest("u", [{"role": "user", "content": t, "message_id": f"{other}{i}",
-                                     "created_at": f"2024-01-01T09:{i:02d}"}], thread_id=f"u:{other}")
+        for other, i in turns:  # two threads
+            engine.ingest("u", [{"role": "user", "content": texts[i], "message_id": f"{other}{i}",
+                                 "created_at": f"2024-01-01T09:{i:02d}"}], thread_id=f"u:{other}")
         shard = engine.pipeline.shard("u")
         _check_every_window(shard)  # every window fresh
         labels = set(shard.chunks)
         engine.index("u")  # saved: the windows are read from the chunk file
         shard = engine.pipeline.shard("u")
         _check_every_window(shard)
+        assert (shard._saved_by_seq.order is not None) == interleaved  # the saved windows' index as said
         engine.ingest("u", [{"role": "user", "content": "one more turn", "message_id": "b99",
                              "created_at": "2024-01-01T09:30"}], thread_id="u:b")
         new = set(shard.chunks) - labels
