@@ -9,6 +9,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.summaries.batch import TurnRange
@@ -167,6 +169,7 @@ def test_turn_seqs_in_ranges_are_the_turns_of_one_thread_or_many(tmp_path: Path)
         assert store.turn_seqs_in_ranges({}) == {}
 
 
+@pytest.mark.process  # the summary workers
 def test_a_day_and_its_one_conversation_are_summarised_once(tmp_path: Path) -> None:
     """Each conversation of a chat export is its thread's one day: both summaries quote the same
     turns, so the summarizer is asked once for both, in the engine's process (counted here) and by
