@@ -33,6 +33,7 @@ __all__ = ["PostingSlice", "TermPostings", "Bm25Match"]
 PRUNE_FROM = 65_536  # postings of all the query's terms: below it, summing them all is the cheaper way
 RARE_BUDGET = 1 / 8  # the rarer terms' postings read to find the top k: at most this share of the documents
 WALK_PER_ID = 16  # up to this many postings per id to score, a term's postings are walked, not searched
+SORT_BELOW = 1 / 8  # postings under this share of the documents are summed by sorting them (`_summed`)
 CEILING_MARGIN = 1 + 1e-9  # a frontier's share is summed in another order than a score: allow the rounding
 
 
@@ -81,9 +82,8 @@ class Bm25Match:
         mask = self.index.allowed_mask(allowed) if allowed is not None else None
         found = self._pruned(k, mask)
         if found is None:
-            scores, matched = self._dense()
-            cand = np.flatnonzero(matched if mask is None else matched & mask)
-            found = cand, scores[cand]
+            docs, sums = self._summed()
+            found = (docs[mask[docs]], sums[mask[docs]]) if mask is not None else (docs, sums)
         return self._best(k, *found)
 
     def scores_for(self, labels: np.ndarray) -> np.ndarray:
@@ -177,15 +177,39 @@ class Bm25Match:
                 matched[at] = True
         return out, matched
 
+    def _summed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the documents matching any term, ascending; their scores): every posting summed per document.
+        Few postings against the documents (SORT_BELOW) are sorted by document rather than added into
+        an array of every document, which cost a 1M-window search ~0.6 ms; the sort is stable, so a
+        document's shares are still added in ascending term id."""
+        docs, shares = self._postings()
+        if len(docs) >= SORT_BELOW * len(self.index):
+            scores, matched = self._dense()
+            docs = np.flatnonzero(matched)
+            return docs, scores[docs]
+        if len(self.terms) == 1 and len(self.terms[0].slices) == 1:  # one term in one segment: already so
+            return docs.astype(np.int64), shares
+        order = np.argsort(docs, kind="stable")
+        docs = docs[order].astype(np.int64)
+        first = np.ones(len(docs), bool)
+        np.not_equal(docs[1:], docs[:-1], out=first[1:])
+        return docs[first], np.bincount(np.cumsum(first) - 1, weights=shares[order])
+
     def _dense(self) -> tuple[np.ndarray, np.ndarray]:
         """(score of every document, which match any term): every posting, summed per document."""
-        n, norm, k1 = len(self.index), self.index.length_norm(), self.index.params.k1
+        docs, shares = self._postings()
+        matched = np.zeros(len(self.index), bool)
+        matched[docs] = True
+        return np.bincount(docs, weights=shares, minlength=len(self.index)), matched
+
+    def _postings(self) -> tuple[np.ndarray, np.ndarray]:
+        """(document, share) of every posting of the query's terms, in ascending term id."""
         parts = [(t.weight, s) for t in self.terms for s in t.slices]
-        doc = np.concatenate([s.docs for _, s in parts])
-        contrib = np.concatenate([contributions(w, s.tfs, s.docs, norm, k1) for w, s in parts])
-        matched = np.zeros(n, bool)
-        matched[doc] = True
-        return np.bincount(doc, weights=contrib, minlength=n), matched
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        norm, k1 = self.index.length_norm(), self.index.params.k1
+        return (np.concatenate([s.docs for _, s in parts]),
+                np.concatenate([contributions(w, s.tfs, s.docs, norm, k1) for w, s in parts]))
 
 
 class _Rows:

@@ -357,3 +357,32 @@ def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float(monkeyp
             scores, shares = match.scored(labels)
             assert scores.tolist() == [dense[i] if i >= 0 else 0.0 for i in ids]
             assert shares.tolist() == [bool(i >= 0 and matched[i]) for i in ids]
+
+
+@pytest.mark.parametrize("sort_below", [0, 10**9])  # every query's postings summed in an array of every document, or sorted
+def test_summing_postings_by_document_equals_adding_them_into_every_document(monkeypatch: pytest.MonkeyPatch,
+                                                                              sort_below: int) -> None:
+    """Either way of summing a query's postings gives each matching document the float that adding its
+    shares one by one, in ascending term id, gives; with several segments, removed documents, repeated
+    and unknown query terms."""
+    from indexers.bm25_query import contributions
+
+    monkeypatch.setattr("indexers.bm25_query.SORT_BELOW", sort_below)
+    rng = np.random.default_rng(13)
+    index = build(list(range(900)), random_corpus(rng, 900), batch=150)
+    index.remove(range(0, 900, 5))
+    assert len(index._segments) > 1  # noqa: SLF001
+    norm, k1 = index.length_norm(), index.params.k1
+    for query in random_queries(rng, 60):
+        match = index.match(query)
+        every = np.zeros(len(index))
+        for term in match.terms:
+            for part in term.slices:
+                np.add.at(every, part.docs, contributions(term.weight, part.tfs, part.docs, norm, k1))
+        touched = np.zeros(len(index), bool)
+        for term in match.terms:
+            for part in term.slices:
+                touched[part.docs] = True
+        docs, sums = match._summed()  # noqa: SLF001
+        assert docs.tolist() == np.flatnonzero(touched).tolist()
+        assert sums.tolist() == every[docs].tolist()
