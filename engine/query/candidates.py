@@ -23,6 +23,7 @@ __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side
 Intervals = Mapping[str, tuple[int, int]]  # thread -> (first seq, last seq) the filters allow
 # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
 IDF_FLOOR = 0.01
+_NO_WORDS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class WindowCandidates:
     raw: np.ndarray  # raw BM25
     matched: np.ndarray  # shares a term with the query (or is in the BM25 top list)
     cosine: np.ndarray | None  # NaN where a window has no vector yet; None without a query vector
+    holds_terms: np.ndarray  # holds one of the query's terms: only then can one of its lines share one
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,8 @@ def window_candidates(shard: Shard, lexical: LexicalSide | None, vector: np.ndar
                       depth: int) -> WindowCandidates:
     """Union of the BM25 and HNSW top lists (within the filters), each scored by both sides."""
     if lexical is None:
-        return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None)
+        return WindowCandidates(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool), None,
+                                np.zeros(0, dtype=bool))
     found = [lexical.labels] if mode != "vector" else []
     near, near_cosine = np.zeros(0, dtype=np.int64), np.zeros(0)
     if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
@@ -100,7 +103,8 @@ def beside_candidates(shard: Shard, lexical: LexicalSide, found: WindowCandidate
     more = _scored(shard, lexical, missing, vector, np.full(len(missing), np.nan))
     cosine = None if found.cosine is None or more.cosine is None else np.concatenate((found.cosine, more.cosine))
     found = WindowCandidates(np.concatenate((found.labels, more.labels)), np.concatenate((found.raw, more.raw)),
-                             np.concatenate((found.matched, more.matched)), cosine)
+                             np.concatenate((found.matched, more.matched)), cosine,
+                             np.concatenate((found.holds_terms, more.holds_terms)))
     beside = np.flatnonzero(np.isin(found.labels, next_to))
     return found, beside[~np.isin(beside, order)]
 
@@ -109,22 +113,24 @@ def _scored(shard: Shard, lexical: LexicalSide, labels: np.ndarray, vector: np.n
             cosine: np.ndarray) -> WindowCandidates:
     """These windows with their raw BM25 and, given the query's vector, their cosine (NaN: no vector
     yet; read here where `cosine` is NaN)."""
-    raw = np.asarray(lexical.match.scores_for(labels), dtype=np.float64)
+    raw, holds_terms = lexical.match.scored(labels)
     matched = np.isin(labels, lexical.labels) | (raw > 0)
     if vector is None:
-        return WindowCandidates(labels, raw, matched, None)
+        return WindowCandidates(labels, raw, matched, None, holds_terms)
     todo = np.array([np.isnan(c) and int(x) in shard.has_vector for x, c in zip(labels, cosine)], dtype=bool)
     if todo.any():
         cosine[todo] = shard.hnsw.vectors(labels[todo]) @ vector
-    return WindowCandidates(labels, raw, matched, cosine)
+    return WindowCandidates(labels, raw, matched, cosine, holds_terms)
 
 
-def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, tokens: Sequence[str],
+def expand_to_messages(shard: Shard, found: WindowCandidates, order: np.ndarray, tokens: Sequence[str],
                        vector: np.ndarray | None, idf: Mapping[str, float],
                        intervals: Intervals | None) -> MessageCandidates:
-    """Every message the filters allow in the windows `labels[order]` (best first), each once.
+    """Every message the filters allow in the windows `found.labels[order]` (best first), each once.
 
-    A message in two windows (they overlap) keeps the first, that is the better-scoring, one.
+    A message in two windows (they overlap) keeps the first, that is the better-scoring, one. A
+    window holding none of the query's terms has no line that does: its lines are not tokenized
+    (a third of the windows a search opens at 1M).
     """
     wanted = sorted(set(tokens))  # a fixed order: the sum's float must not follow the process's hash seed
     seen: set[str] = set()
@@ -136,10 +142,10 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
     own_tokens: list[frozenset[str]] = []
     seqs: list[int] = []
     for index in order:
-        label = int(labels[index])
+        label = int(found.labels[index])
         chunk = shard.chunks.window(label)
         span = intervals.get(chunk.thread_id) if intervals is not None else None
-        line_tokens = shard.line_tokens(label)
+        line_tokens = shard.line_tokens(label) if found.holds_terms[index] else None
         for line, (message_id, seq) in enumerate(zip(chunk.message_ids, chunk.message_seqs)):
             if message_id in seen or (intervals is not None and (span is None or not span[0] <= seq <= span[1])):
                 continue
@@ -148,8 +154,9 @@ def expand_to_messages(shard: Shard, labels: np.ndarray, order: np.ndarray, toke
             chunks.append(chunk)
             lines.append(line)
             windows.append(int(index))
-            shared.append(sum(idf[t] for t in wanted if t in line_tokens[line]))
-            own_tokens.append(line_tokens[line])
+            words = line_tokens[line] if line_tokens is not None else _NO_WORDS
+            shared.append(sum(idf[t] for t in wanted if t in words))
+            own_tokens.append(words)
             seqs.append(seq)
     cosine = (shard.message_vectors.similarities(ids, vector) if vector is not None and ids
               else np.full(len(ids), np.nan))

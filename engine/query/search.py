@@ -177,7 +177,7 @@ class Searcher:
             found, beside = beside_candidates(shard, lexical, found, order, BESIDE_PER_RESULT * limit, q.vector)
             fused = self._fuse(found.raw, found.matched, found.cosine, q)
             order = np.concatenate((order, beside[np.argsort(-fused.fused[beside], kind="stable")]))
-        messages = expand_to_messages(shard, found.labels, order, q.tokens, q.vector, idf, intervals)
+        messages = expand_to_messages(shard, found, order, q.tokens, q.vector, idf, intervals)
         return _Windows(found, fused, messages, idf) if messages.message_ids else None
 
     def _message_hits(self, user_id: str, shard: Shard, windows: _Windows, q: _Query, limit: int, penalty: bool,
