@@ -36,6 +36,8 @@ def ends_asking(line: str) -> bool:
 def asking_share(line: str) -> float:
     """The share of a turn's characters in sentences that end with '?': 1 for a bare question,
     about 1/3 for "Decision made: PostgreSQL. I'll record it. Can you draft the plan?"."""
+    if "?" not in line:  # most turns: nothing to split
+        return 0.0
     sentences = [s for s in _SENTENCE_BREAK.split(line.strip()) if s.strip()]
     total = sum(len(s) for s in sentences)
     asking = sum(len(s) for s in sentences if _QUESTION_END.search(s.strip()))

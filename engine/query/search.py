@@ -201,15 +201,17 @@ class Searcher:
         shown = [(i, card) for i in best if (card := cards[i]) is not None]  # None: deleted since the shard was read
         covered = self.summaries.spans(user_id).covered([c.thread_id for _, c in shown], [c.seq for _, c in shown])
         lexical = own_lexical(messages.shared)
-        hits = []
+        ranked = []
         for (i, card), is_covered in zip(shown, covered.tolist()):
             parts = fused.parts(messages.windows[i], fused=float(scores[i]), window=float(window[i]), own=float(own[i]),
                                 summary=None if np.isnan(summary[i]) else float(summary[i]),
                                 own_lexical=float(lexical[i]),
                                 penalty=apply_penalty(is_covered, self.settings.covered_penalty) if penalty else 1.0)
-            hits.append(self._hit(card, lines[i], messages.chunks[i], parts, is_covered, q))
-        hits.sort(key=lambda h: tie_break_key(h.score, h.day_label, h.created_at.timestamp()))
-        return hits[:limit]
+            key = tie_break_key(round(parts.final, 6), card.day_label, card.created_at.timestamp())  # the hit's own
+            ranked.append((key, i, card, parts, is_covered))
+        ranked.sort(key=lambda r: r[0])  # before any snippet is made: only the `limit` shown need one
+        return [self._hit(card, lines[i], messages.chunks[i], parts, is_covered, q)
+                for _, i, card, parts, is_covered in ranked[:limit]]
 
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
                     text: str) -> np.ndarray:
