@@ -117,7 +117,7 @@ def _scored(shard: Shard, lexical: LexicalSide, labels: np.ndarray, vector: np.n
     matched = np.isin(labels, lexical.labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None, holds_terms)
-    todo = np.array([np.isnan(c) and int(x) in shard.has_vector for x, c in zip(labels, cosine)], dtype=bool)
+    todo = np.isnan(cosine) & shard.has_vector.flags(labels)
     if todo.any():
         cosine[todo] = shard.hnsw.vectors(labels[todo]) @ vector
     return WindowCandidates(labels, raw, matched, cosine, holds_terms)
