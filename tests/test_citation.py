@@ -59,7 +59,7 @@ def test_coverage_merges_spans_and_answers_by_thread():
     from datetime import datetime, timezone
 
     from engine.models import Summary
-    from engine.query.summary_index import Spans
+    from engine.query.summary_spans import Spans
     from engine.query.summary_records import SummaryRecords
 
     at = datetime(2024, 1, 1, tzinfo=timezone.utc)

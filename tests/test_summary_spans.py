@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from engine.models import Summary
-from engine.query.summary_index import Spans, SummaryMatches, packed_markdown
+from engine.query.summary_index import SummaryMatches, packed_markdown
+from engine.query.summary_spans import Spans
 
 
 def _brute(threads, starts, ends, thread, seqs):

@@ -33,7 +33,8 @@ from engine.query.ranking import (FusedScores, ScoreParts, apply_penalty, favour
 from engine.query.search_types import (DEFAULT_LIMIT, KINDS, LIMIT_RANGE, MAX_QUERY_CHARS, SearchHit, SearchMode,
                                        SearchResponse)
 from engine.query.summary_hits import ScoredSummaries
-from engine.query.summary_index import NO_COVERS, SummaryIndex, SummaryMatches
+from engine.query.summary_index import SummaryIndex, SummaryMatches
+from engine.query.summary_spans import NO_COVERS
 from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
 from engine.query.time_phrases import query_time

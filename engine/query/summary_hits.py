@@ -12,7 +12,8 @@ from engine.models import Summary, day_segment_id
 from engine.query.citation import make_snippet
 from engine.query.ranking import FusedScores, ScoreParts, tie_break_key
 from engine.query.search_types import SearchHit
-from engine.query.summary_index import NO_COVERS, CoverPairs, SummaryMatches
+from engine.query.summary_index import SummaryMatches
+from engine.query.summary_spans import NO_COVERS, CoverPairs
 from indexers.shard import Shard
 
 __all__ = ["ScoredSummaries", "NEAR_SAME_SPAN"]
