@@ -194,6 +194,7 @@ class Bm25Index:
         (indexers/bm25_query.py). A search takes both from one match: the top list, then the
         scores of the vector side's labels."""
         tids, counts = self._query_terms(query_tokens)
+        token_of = {self._vocab[t]: t for t in query_tokens if t in self._vocab}
         weights = self._idf()[tids] * counts
         slices: list[list[PostingSlice]] = [[] for _ in range(len(tids))]
         keys = tids.astype(np.int32)  # the segments' type: searching with another would copy their terms
@@ -203,7 +204,9 @@ class Bm25Index:
                 row = int(pos[j])
                 start, end = seg.ptr[row], seg.ptr[row + 1]
                 slices[j].append(PostingSlice(seg.docs[start:end], seg.tfs[start:end], seg.stats(row, self._doc_len)))
-        return Bm25Match(self, tuple(TermPostings(float(w), tuple(found)) for w, found in zip(weights, slices) if found))
+        kept = [j for j, found in enumerate(slices) if found]
+        return Bm25Match(self, tuple(TermPostings(float(weights[j]), tuple(slices[j])) for j in kept),
+                         tuple(token_of[int(tids[j])] for j in kept))
 
     def search(
         self, query_tokens: Sequence[str], k: int, allowed: np.ndarray | None = None

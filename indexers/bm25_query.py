@@ -70,6 +70,7 @@ class Bm25Match:
 
     index: Bm25Index
     terms: tuple[TermPostings, ...]  # ascending term id
+    tokens: tuple[str, ...] = ()  # the query token of each term
 
     def top(self, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top k (labels, scores) among the matching documents (within `allowed`), best first;
@@ -95,15 +96,40 @@ class Bm25Match:
         Many labels against few postings (a user's summaries) sum the postings once instead of a
         binary search per label and term; both add a document's terms in the same order."""
         ids = self.index.doc_ids(labels)
-        hit = ids >= 0
-        if len(ids) * len(self.terms) > sum(t.size for t in self.terms):
+        if self._dense_is_cheaper(ids):
             dense, matched = self._dense()
-            return np.where(hit, dense[ids], 0.0), hit & matched[ids]
-        out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
-        distinct, inverse = np.unique(ids[hit], return_inverse=True)  # a label asked twice is scored once
+            return np.where(ids >= 0, dense[ids], 0.0), (ids >= 0) & matched[ids]
+        scores, held = self._sparse(ids)
+        return scores, np.asarray(held.any(axis=1))
+
+    def scored_by_term(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`scored`, with which of the terms (`tokens`) each label holds: a row of booleans. Why: a window
+        of one line holds what its line holds, so a search need not tokenize that line to know it."""
+        ids = self.index.doc_ids(labels)
+        if self._dense_is_cheaper(ids):
+            dense, _ = self._dense()
+            return np.where(ids >= 0, dense[ids], 0.0), self._held_by_all(ids)
+        return self._sparse(ids)
+
+    def _dense_is_cheaper(self, ids: np.ndarray) -> bool:
+        return len(ids) * len(self.terms) > sum(t.size for t in self.terms)
+
+    def _sparse(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(score, terms held) of these internal ids (-1: not indexed), each distinct id scored once."""
+        hit = ids >= 0
+        out, held = np.zeros(len(ids), np.float64), np.zeros((len(ids), len(self.terms)), bool)
+        distinct, inverse = np.unique(ids[hit], return_inverse=True)
         scores, shares = self._scores_of(distinct)
-        out[hit], matched[hit] = scores[inverse], shares[inverse]
-        return out, matched
+        out[hit], held[hit] = scores[inverse], shares[inverse]
+        return out, held
+
+    def _held_by_all(self, ids: np.ndarray) -> np.ndarray:
+        """Which terms each of these internal ids (-1: none) holds, from every posting."""
+        held = np.zeros((len(ids), len(self.terms)), bool)
+        for j, term in enumerate(self.terms):
+            for part in term.slices:
+                held[:, j] |= np.isin(ids, part.docs)
+        return held
 
     def _best(self, k: int, cand: np.ndarray, cand_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(cand) > k:  # keep everything tied with the k-th score so ties break by label
@@ -154,14 +180,14 @@ class Bm25Match:
         return min(weight * share * CEILING_MARGIN, weight * (k1 + 1))
 
     def _scores_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(exact score, shares a query term) of these distinct internal ids. Each term's share is
+        """(exact score, which terms it holds) of these distinct internal ids. Each term's share is
         read from its column, else found by binary search per id, or, when the term has few
         postings for that many ids, by walking its postings once (a search costs ~20x a posting's step)."""
-        out, matched = np.zeros(len(ids), np.float64), np.zeros(len(ids), bool)
+        out, held = np.zeros(len(ids), np.float64), np.zeros((len(ids), len(self.terms)), bool)
         norm, k1 = self.index.length_norm(), self.index.params.k1
         rows: _Rows | None = None
         keys = ids.astype(np.int32)  # the postings' type: searching with another would copy the postings
-        for term in self.terms:  # ascending term id: the order the dense sum adds them in
+        for j, term in enumerate(self.terms):  # ascending term id: the order the dense sum adds them in
             for part in term.slices:
                 if part.stats is not None and part.stats.column is not None:
                     at, tfs = part.stats.column.frequencies(ids)
@@ -174,8 +200,8 @@ class Bm25Match:
                     hit = part.docs[pos] == keys
                     at, tfs = np.flatnonzero(hit), part.tfs[pos[hit]]
                 out[at] += contributions(term.weight, tfs, ids[at], norm, k1)
-                matched[at] = True
-        return out, matched
+                held[at, j] = True
+        return out, held
 
     def _summed(self) -> tuple[np.ndarray, np.ndarray]:
         """(the documents matching any term, ascending; their scores): every posting summed per document.

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from indexers.chunking import Chunk, Window, lines_of
+from indexers.chunking import Chunk, Window, line_of, lines_of
 from indexers.label_set import LabelSet
 from indexers.mapped import drop_pages
 
@@ -64,6 +64,9 @@ class SavedWindow:
 
     def message_lines(self) -> tuple[str, ...]:
         return lines_of(self.text, self.line_ends)
+
+    def message_line(self, line: int) -> str:
+        return line_of(self.text, self.line_ends, line)
 
 
 class ChunkMap(MutableMapping[int, Chunk]):

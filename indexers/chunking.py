@@ -92,6 +92,9 @@ class Chunk:
         """Each message's own line of the window, so a search can cite one without a store lookup."""
         return lines_of(self.text, self.line_ends)
 
+    def message_line(self, line: int) -> str:
+        return line_of(self.text, self.line_ends, line)
+
 
 class Window(Protocol):
     """What a search reads of a window: a `Chunk`, or a saved window read without the ids only a
@@ -110,6 +113,7 @@ class Window(Protocol):
     @property
     def text(self) -> str: ...
     def message_lines(self) -> tuple[str, ...]: ...
+    def message_line(self, line: int) -> str: ...
 
 
 class Turn(Spoken, Protocol):
@@ -131,6 +135,15 @@ def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:
     ends = line_ends or (len(text),)
     starts = (0, *(end + 1 for end in ends[:-1]))  # lines are joined by one "\n"
     return tuple(text[a:b] for a, b in zip(starts, ends))
+
+
+def line_of(text: str, line_ends: Sequence[int], line: int) -> str:
+    """One of a window's message lines (`lines_of(...)[line]` without cutting the others)."""
+    if not line_ends:
+        if line != 0:
+            raise IndexError(line)
+        return text
+    return text[line_ends[line - 1] + 1 if line > 0 else 0:line_ends[line]]
 
 
 def speaker_label(message: Turn) -> str:

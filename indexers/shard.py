@@ -76,7 +76,7 @@ class Shard:
         # windows without a vector, kept as they change: a live ingest asks after every message, and
         # comparing every label with has_vector took 7-10 ms at 100k messages (None: not known yet)
         self._unvectored: set[int] | None = None
-        self._line_tokens: dict[int, tuple[frozenset[str], ...]] = {}  # memo for citations
+        self._line_tokens: dict[int, dict[int, frozenset[str]]] = {}  # label -> line -> its tokens
         self.changes = self.saved_changes = 0  # a counter of changes, and its value at the last save
 
     @property
@@ -193,14 +193,17 @@ class Shard:
             self._unvectored = set(labels[~self.has_vector.flags(labels)].tolist())
         return sorted(self._unvectored)
 
-    def line_tokens(self, label: int) -> tuple[frozenset[str], ...]:
-        """The lexical tokens of each message line of a window (memoised: citations reuse them)."""
-        found = self._line_tokens.get(label)
-        if found is None:
+    def line_tokens(self, label: int, line: int) -> frozenset[str]:
+        """The lexical tokens of one message line of a window (memoised). One line, not the window's
+        every line: windows overlap, and a search keeps each message from its first window only."""
+        lines = self._line_tokens.get(label)
+        if lines is None:
             if len(self._line_tokens) > 50_000:  # bound the memo; it refills from hot windows
                 self._line_tokens.clear()
-            lines = self.chunks.window(label).message_lines()
-            found = self._line_tokens[label] = tuple(frozenset(self.tokenizer.tokenize(t)) for t in lines)
+            lines = self._line_tokens[label] = {}
+        found = lines.get(line)
+        if found is None:
+            found = lines[line] = frozenset(self.tokenizer.tokenize(self.chunks.window(label).message_line(line)))
         return found
 
     def pending_messages(self) -> int:

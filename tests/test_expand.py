@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -11,18 +9,34 @@ from engine.api import ConversationEngine
 from engine.query.candidates import beside_candidates, expand_to_messages, lexical_side, query_idf, window_candidates
 
 
-def test_a_window_without_the_querys_terms_is_opened_without_tokenizing_and_gives_what_tokenizing_gives(tmp_path):
-    """Its lines cannot hold a query term: they share nothing, and reading them would change nothing. Checked
-    against opening every window with its lines tokenized, for words of every frequency (one in every turn)."""
-    topics = ["pottery", "kiln", "glaze", "hiking", "trail"]
+def _expanded_by_tokenizing(shard, found, order, tokens, idf):
+    """What `expand_to_messages` gives, found the plain way: every line of every window tokenized."""
+    wanted, seen, ids, words, shared = sorted(set(tokens)), set(), [], [], []
+    for label in found.labels[order].tolist():
+        window = shard.chunks.window(label)
+        for message_id, line in zip(window.message_ids, window.message_lines()):
+            if message_id not in seen:
+                seen.add(message_id)
+                held = frozenset(shard.tokenizer.tokenize(line)) & set(tokens)
+                ids.append(message_id)
+                words.append(held)
+                shared.append(sum(idf[t] for t in wanted if t in held))
+    return tuple(ids), tuple(words), shared
+
+
+@pytest.mark.parametrize("filler", [1, 3, 25])  # windows of many turns, of a few, of one
+def test_a_lines_query_terms_are_what_tokenizing_it_gives_and_only_needed_lines_are_tokenized(tmp_path, filler):
+    """A window of one line holds what its line holds: its postings say which query terms, with no tokenizing.
+    Of a window of several lines, only the lines of the messages it gives are tokenized (windows overlap), and
+    none of one holding no query term. Checked against tokenizing every line, for words of every frequency."""
+    topics = ["pottery", "kiln", "glaze", "hiking", "trail", "bread", "yeast", "chess", "opening", "violin", "bow", "tide"]
     with ConversationEngine(tmp_path, embedder=None) as engine:
         engine.add_user("u", "UTC")
         engine.ingest("u", [{"role": "user" if i % 2 else "assistant", "message_id": f"m{i}",
-                             "content": f"turn {i} on {topics[i % 5]} " + "filler words here " * 25,
-                             "created_at": f"2024-01-01T09:{i:02d}"} for i in range(30)])
+                             "content": f"turn {i} on {topics[i % 12]} " + "filler words here " * filler,
+                             "created_at": f"2024-01-01T09:{i:02d}"} for i in range(40)])
         shard = engine.pipeline.shard("u")
-        skipped = 0
-        for query in ("pottery kiln", "glaze", "turn trail", "hiking filler", "nothing matches this"):
+        for query in ("pottery kiln", "glaze", "turn trail", "hiking filler", "violin bow tide", "nothing matches this"):
             tokens = shard.tokenizer.tokenize(query)
             lexical = lexical_side(shard, tokens, None, 4)
             found = window_candidates(shard, lexical, None, "lexical", 4)
@@ -31,14 +45,14 @@ def test_a_window_without_the_querys_terms_is_opened_without_tokenizing_and_give
             idf = query_idf(shard, tokens)
             shard._line_tokens.clear()  # noqa: SLF001
             opened = expand_to_messages(shard, found, order, tokens, None, idf, None)
-            tokenized = set(shard._line_tokens)  # noqa: SLF001
-            every = dataclasses.replace(found, holds_terms=np.ones(len(found.labels), bool))
-            expected = expand_to_messages(shard, every, order, tokens, None, idf, None)
-            assert opened.message_ids == expected.message_ids and opened.shared.tolist() == expected.shared.tolist()
-            assert [set(t) & set(tokens) for t in opened.tokens] == [set(t) & set(tokens) for t in expected.tokens]
-            assert tokenized == set(found.labels[order][found.holds_terms[order]].tolist())
-            skipped += int((~found.holds_terms[order]).sum())
-        assert skipped  # some windows held none of the query's words
+            assert (opened.message_ids, opened.tokens, opened.shared.tolist()) == _expanded_by_tokenizing(
+                shard, found, order, tokens, idf)
+            tokenized = {(label, line) for label, lines in shard._line_tokens.items() for line in lines}  # noqa: SLF001
+            several = {(int(found.labels[w]), line) for w, line in zip(opened.windows.tolist(), opened.lines)
+                       if found.held[w].any() and len(shard.chunks.window(int(found.labels[w])).message_ids) > 1}
+            assert tokenized == several
+        sizes = {len(c.message_ids) for c in shard.chunks.values()}
+        assert sizes == {1} if filler == 25 else max(sizes) > 1
 
 
 @pytest.mark.model

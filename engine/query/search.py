@@ -187,7 +187,7 @@ class Searcher:
         found, fused, messages, idf = windows
         window = fused.fused[messages.windows]
         cards = [shard.messages.get(thread_id, seq) for thread_id, seq in zip(messages.thread_ids, messages.seqs)]
-        lines = [_without_label(c.message_lines()[line], card.label) if card is not None else ""
+        lines = [_without_label(c.message_line(line), card.label) if card is not None else ""
                  for c, line, card in zip(messages.chunks, messages.lines, cards)]
         shared = self._with_phrases(messages, lines, q.tokens, idf, shard)
         own = own_scores(_own_cosines(messages, found.cosine), shared, mode=q.mode,

@@ -341,22 +341,26 @@ def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch
 def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float(monkeypatch: pytest.MonkeyPatch,
                                                                          walk_per_id: int) -> None:
     """A few labels are scored one by one, many by summing the postings once: both give every
-    label the dense sum's float, and say which share a query term (even scoring <= 0)."""
+    label the dense sum's float, and say which query terms it holds (even scoring <= 0)."""
     monkeypatch.setattr("indexers.bm25_query.WALK_PER_ID", walk_per_id)
     rng = np.random.default_rng(11)
     words = [f"w{i}" for i in range(60)]
     index = Bm25Index()
-    index.add(list(range(0, 1600, 2)), [list(rng.choice(words, int(rng.integers(1, 9)))) for _ in range(800)])
+    docs = {label: list(rng.choice(words, int(rng.integers(1, 9)))) for label in range(0, 1600, 2)}
+    index.add(list(docs), list(docs.values()))
     index.remove(range(0, 200, 4))
+    live = {label: set(words) for label, words in docs.items() if label >= 200 or label % 4}
     for _ in range(100):
-        match = index.match(list(rng.choice(words, int(rng.integers(1, 4)))))
-        dense, matched = match._dense()  # noqa: SLF001
+        match = index.match(list(rng.choice(words, int(rng.integers(1, 4)))) + ["unknown"])
+        dense, _ = match._dense()  # noqa: SLF001
         every = index.labels_at(np.arange(len(index)))  # every label in order (as the summary index asks)
         for labels in (rng.choice(1700, 3), np.array([6, 6, 10]), np.arange(0, 1700), every):  # searched, dense
             ids = index.doc_ids(labels)
-            scores, shares = match.scored(labels)
+            scores, held = match.scored_by_term(labels)
             assert scores.tolist() == [dense[i] if i >= 0 else 0.0 for i in ids]
-            assert shares.tolist() == [bool(i >= 0 and matched[i]) for i in ids]
+            assert held.tolist() == [[t in live.get(int(label), ()) for t in match.tokens] for label in labels]
+            assert match.scored(labels)[0].tolist() == scores.tolist()
+            assert match.scored(labels)[1].tolist() == held.any(axis=1).tolist()
 
 
 @pytest.mark.parametrize("sort_below", [0, 10**9])  # every query's postings summed in an array of every document, or sorted

@@ -21,6 +21,7 @@ from indexers.chunking import (
     ChunkParams,
     WordPieceCounter,
     chunk_thread,
+    line_of,
     render_line,
     speaker_label,
 )
@@ -373,6 +374,17 @@ def test_lines_of_splits_a_window_at_its_line_ends() -> None:
 
     assert lines_of("Alice: hi\nBob: yes", (9, 18)) == ("Alice: hi", "Bob: yes")
     assert lines_of("one line", ()) == ("one line",)  # no line ends: the whole text
+
+
+def test_one_line_of_a_window_is_the_line_lines_of_gives():
+    at = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    contents = ["first line\nwith a newline", "", "third one", "x" * 50]
+    messages = [Message(f"m{i}", "t", "u", i + 1, "user", c, at, date(2024, 1, 1), "c") for i, c in enumerate(contents)]
+    [chunk] = chunk_thread(messages, ChunkParams(window_tokens=200, overlap_messages=0), WordPieceCounter())
+    assert [chunk.message_line(i) for i in range(len(contents))] == list(chunk.message_lines())
+    assert line_of("one line", (), 0) == "one line"
+    with pytest.raises(IndexError):
+        line_of("one line", (), 1)
 
 
 @PROPERTY
