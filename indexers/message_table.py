@@ -157,19 +157,31 @@ class MessageTable:
 
     def get(self, thread_id: str, seq: int) -> MessageCard | None:
         """The message at (thread, seq), or None when there is none (never stored, or deleted)."""
-        columns = self._threads.get(thread_id)
-        if columns is None or not 0 <= seq < len(columns.roles) or (role := int(columns.roles[seq])) == _ABSENT:
-            return None
-        message_id, speaker = columns.ids[seq], int(columns.speakers[seq])
-        if message_id is None:  # forgotten while we read
-            return None
-        return MessageCard(
-            thread_id=thread_id, seq=int(seq), message_id=message_id,
-            created_at=_EPOCH + int(columns.micros[seq]) * _MICROSECOND, role=ROLES[role],
-            speaker=None if speaker == _ABSENT else self._names[speaker],
-            day_label=date.fromordinal(int(columns.days[seq])), label=self._names[int(columns.labels[seq])],
-            conversation=int(columns.conversations[seq]),
-        )
+        return self.cards([thread_id], [seq])[0]
+
+    def cards(self, thread_ids: Sequence[str], seqs: Sequence[int]) -> list[MessageCard | None]:
+        """`get` of each (thread, seq): each column read once for a thread's seqs, not once per message
+        (a search's ~70 candidates cost ~6.6 us each one by one at 1M)."""
+        found: list[MessageCard | None] = [None] * len(seqs)
+        for thread_id in dict.fromkeys(thread_ids):
+            columns = self._threads.get(thread_id)
+            if columns is None:
+                continue
+            where = [i for i, (t, s) in enumerate(zip(thread_ids, seqs)) if t == thread_id and 0 <= s < len(columns.roles)]
+            at = np.array([seqs[i] for i in where], dtype=np.int64)
+            roles = columns.roles[at].tolist()  # first: a message forgotten meanwhile reads as absent
+            rows = zip(where, at.tolist(), roles, columns.ids[at].tolist(), columns.micros[at].tolist(),
+                       columns.speakers[at].tolist(), columns.days[at].tolist(), columns.labels[at].tolist(),
+                       columns.conversations[at].tolist())
+            for i, seq, role, message_id, micros, speaker, day, label, conversation in rows:
+                if role == _ABSENT or message_id is None:  # never stored, deleted, or forgotten while we read
+                    continue
+                found[i] = MessageCard(
+                    thread_id=thread_id, seq=seq, message_id=message_id,
+                    created_at=_EPOCH + micros * _MICROSECOND, role=ROLES[role],
+                    speaker=None if speaker == _ABSENT else self._names[speaker],
+                    day_label=date.fromordinal(day), label=self._names[label], conversation=conversation)
+        return found
 
     def _code(self, name: str) -> int:
         code = self._codes.get(name)

@@ -186,7 +186,7 @@ class Searcher:
         """Messages of the best windows, each scored on its own line, its window and its summary."""
         found, fused, messages, idf = windows
         window = fused.fused[messages.windows]
-        cards = [shard.messages.get(thread_id, seq) for thread_id, seq in zip(messages.thread_ids, messages.seqs)]
+        cards = shard.messages.cards(messages.thread_ids, messages.seqs)
         lines = [_without_label(c.message_line(line), card.label) if card is not None else ""
                  for c, line, card in zip(messages.chunks, messages.lines, cards)]
         shared = self._with_phrases(messages, lines, q.tokens, idf, shard)

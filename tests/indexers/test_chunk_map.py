@@ -38,6 +38,21 @@ def test_saved_windows_read_back_equal(tmp_path: Path) -> None:
         loaded[10]
 
 
+def test_a_windows_seqs_read_back_with_or_without_a_gap(tmp_path: Path) -> None:
+    """A window's seqs are read only when they skip one (a note between two turns); the others are its span."""
+    def gapped(i: int) -> Chunk:
+        chunk = _chunk(i)
+        seqs = (2 * i + 1, 2 * i + 3, 2 * i + 4) if i % 2 else (2 * i + 1, 2 * i + 2, 2 * i + 3)
+        return Chunk(chunk_id=chunk.chunk_id, thread_id="t1", from_seq=seqs[0], to_seq=seqs[-1],
+                     message_ids=(*chunk.message_ids, f"x{i}"), message_seqs=seqs, text=chunk.text + "\nCarol: ok",
+                     content_hash=chunk.content_hash, n_tokens=9, part=0, line_ends=(*chunk.line_ends, len(chunk.text) + 10))
+    chunks = {label: gapped(label) for label in range(8)}
+    write_chunks(ChunkMap(chunks), LabelSet(), tmp_path / CHUNK_FILE)
+    loaded = ChunkMap.open(tmp_path / CHUNK_FILE)
+    assert [loaded.window(label).message_seqs for label in chunks] == [c.message_seqs for c in chunks.values()]
+    assert all(loaded[label] == chunk for label, chunk in chunks.items())
+
+
 def _as_read(window: object) -> tuple:
     fields = ("thread_id", "from_seq", "to_seq", "message_ids", "message_seqs", "text", "line_ends")
     return tuple(getattr(window, name) for name in fields) + (window.message_lines(),)  # type: ignore[attr-defined]

@@ -62,6 +62,19 @@ def test_growth_past_capacity_and_threads_apart():
     assert table.get("other", 999) is None
 
 
+def test_cards_of_many_messages_in_several_threads_at_once():
+    """A search reads its candidates' cards in one call: each in its place, None where there is no message."""
+    table = MessageTable()
+    table.put([message(s) for s in range(1, 6)] + [message(s, thread="other", speaker="Ann") for s in (2, 9)])
+    table.forget("t", [3])
+    asked = [("other", 9), ("t", 1), ("t", 3), ("unknown", 1), ("t", 5), ("other", 2), ("t", 99), ("t", -1), ("t", 1)]
+    cards = table.cards([t for t, _ in asked], [s for _, s in asked])
+    assert [c.message_id if c else None for c in cards] == ["other-9", "t-1", None, None, "t-5", "other-2", None, None, "t-1"]
+    assert [(c.seq, c.speaker, c.created_at) for c in cards if c and c.thread_id == "other"] == [
+        (9, "Ann", T0 + timedelta(hours=9)), (2, "Ann", T0 + timedelta(hours=2))]
+    assert table.cards([], []) == []
+
+
 def test_forget_and_put_again():
     table = MessageTable()
     table.put([message(1), message(2)])
