@@ -175,10 +175,13 @@ class HnswIndex:
         """Stored (normalised, float16-rounded) vectors of live labels, in the order given."""
         ids = np.asarray(labels, dtype=np.int64).reshape(-1)
         with self._lock:
-            missing = [label for label in ids.tolist() if label not in self]
-            if missing:
-                raise InvalidInputError(f"{len(missing)} label(s) not in the index, e.g. {missing[0]}")
-            return self._rows(self._slot_of[ids])
+            slots = np.full(ids.size, -1, dtype=np.int64)  # one gather, not a membership test per label
+            inside = (ids >= 0) & (ids < self._slot_of.size)
+            slots[inside] = self._slot_of[ids[inside]]
+            missing = ids[slots < 0]
+            if len(missing):
+                raise InvalidInputError(f"{len(missing)} label(s) not in the index, e.g. {int(missing[0])}")
+            return self._rows(slots)
 
     def _rows(self, slots: np.ndarray) -> np.ndarray:
         if slots.size == 0:

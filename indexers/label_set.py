@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["LabelSet"]
+__all__ = ["LabelSet", "among"]
 
 
 class LabelSet:
@@ -54,3 +54,10 @@ class LabelSet:
 
     def __iter__(self) -> Iterator[int]:
         return iter(np.flatnonzero(self._bits).tolist())
+
+
+def among(labels: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Which of `labels` are in `others`, for the few dozen a search handles. Why not `np.isin`: for
+    labels spread up to 1.3M it builds a table of the whole range, ~30 us a call; a set takes ~5."""
+    within = set(others.tolist())
+    return np.fromiter((label in within for label in labels.tolist()), dtype=bool, count=len(labels))

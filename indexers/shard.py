@@ -33,7 +33,7 @@ from indexers.manifest import Manifest
 from indexers.message_table import MessageTable
 from indexers.neighbours import WindowsBySeq
 from indexers.heap import release_free_memory
-from indexers.label_set import LabelSet
+from indexers.label_set import LabelSet, among
 from indexers.message_vectors import MessageVectors
 
 __all__ = ["Shard", "shard_dir", "current_version_dir", "flip_pointer"]
@@ -241,7 +241,8 @@ class Shard:
         seqs = np.array([w.from_seq - 1 for w in windows] + [w.to_seq + 1 for w in windows], dtype=np.int64)
         found = np.union1d(self._saved_by_seq.holding(threads, seqs), self._fresh_by_seq.holding(threads, seqs))
         live = np.fromiter((label in self.chunks for label in found.tolist()), dtype=bool, count=len(found))
-        return np.setdiff1d(found[live], labels)  # a saved window replaced since: its fresh one is found
+        found = found[live]  # a saved window replaced since: its fresh one is found
+        return found[~among(found, labels)]  # sorted and distinct, as np.setdiff1d gives
 
     def _use_chunks(self, chunks: ChunkMap) -> None:
         """Serve these windows: everything built from the old ones is stale."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from indexers.bm25_query import Bm25Match
 from indexers.chunking import Window
+from indexers.label_set import among
 from indexers.shard import Shard
 
 __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side", "query_idf", "window_candidates",
@@ -101,13 +102,13 @@ def beside_candidates(shard: Shard, lexical: LexicalSide, found: WindowCandidate
     next_to = shard.neighbours(found.labels[order[:reach]])
     if lexical.allowed is not None:
         next_to = np.intersect1d(next_to, lexical.allowed)
-    missing = np.setdiff1d(next_to, found.labels)
+    missing = next_to[~among(next_to, found.labels)]  # both sorted and distinct: np.setdiff1d's result
     more = _scored(shard, lexical, missing, vector, np.full(len(missing), np.nan))
     cosine = None if found.cosine is None or more.cosine is None else np.concatenate((found.cosine, more.cosine))
     found = WindowCandidates(np.concatenate((found.labels, more.labels)), np.concatenate((found.raw, more.raw)),
                              np.concatenate((found.matched, more.matched)), cosine,
                              np.concatenate((found.held, more.held)), found.terms)
-    beside = np.flatnonzero(np.isin(found.labels, next_to))
+    beside = np.flatnonzero(among(found.labels, next_to))
     return found, beside[~np.isin(beside, order)]
 
 
@@ -116,7 +117,7 @@ def _scored(shard: Shard, lexical: LexicalSide, labels: np.ndarray, vector: np.n
     """These windows with their raw BM25 and, given the query's vector, their cosine (NaN: no vector
     yet; read here where `cosine` is NaN)."""
     raw, held = lexical.match.scored_by_term(labels)
-    matched = np.isin(labels, lexical.labels) | (raw > 0)
+    matched = among(labels, lexical.labels) | (raw > 0)
     if vector is None:
         return WindowCandidates(labels, raw, matched, None, held, lexical.match.tokens)
     todo = np.isnan(cosine) & shard.has_vector.flags(labels)

@@ -263,8 +263,15 @@ def test_search_refuses_bad_k_and_vectors_refuses_unknown_labels() -> None:
     index.add(np.array([1]), np.ones((1, 8), dtype=np.float32))
     with pytest.raises(InvalidInputError):
         index.search(np.ones(8, dtype=np.float32), 0)
-    with pytest.raises(InvalidInputError):
-        index.vectors(np.array([1, 2]))
+    for unknown in ([1, 2], [-1], [10**9], [1, 1, 0]):
+        with pytest.raises(InvalidInputError):
+            index.vectors(np.array(unknown))
+    index.remove([1])
+    with pytest.raises(InvalidInputError):  # removed
+        index.vectors(np.array([1]))
+    assert index.vectors(np.zeros(0, np.int64)).shape == (0, 8)
+    with pytest.raises(InvalidInputError):  # an index that never held a label
+        HnswIndex(HnswParams(dim=8)).vectors(np.array([0]))
 
 
 @settings(max_examples=40, deadline=None)

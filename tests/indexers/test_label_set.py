@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexers.label_set import LabelSet
+from indexers.label_set import LabelSet, among
 
 
 def test_label_set_matches_a_python_set() -> None:
@@ -28,3 +28,13 @@ def test_label_set_matches_a_python_set() -> None:
 def test_negative_label_refused() -> None:
     with pytest.raises(ValueError, match="never negative"):
         LabelSet([3, -1])
+
+
+def test_among_says_what_np_isin_says():
+    rng = np.random.default_rng(5)
+    for size in (0, 1, 40, 300):
+        labels, others = rng.integers(0, 2_000_000, size), rng.integers(0, 2_000_000, size // 2 + 1)
+        labels[: size // 3] = others[: size // 3] if size // 3 <= len(others) else labels[: size // 3]
+        assert among(labels, others).tolist() == np.isin(labels, others).tolist()
+    assert among(np.array([3, 5, 3]), np.array([3])).tolist() == [True, False, True]
+    assert among(np.array([1]), np.zeros(0, np.int64)).tolist() == [False]
