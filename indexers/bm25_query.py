@@ -70,7 +70,7 @@ class Bm25Match:
 
     index: Bm25Index
     terms: tuple[TermPostings, ...]  # ascending term id
-    tokens: tuple[str, ...] = ()  # the query token of each term
+    tokens: tuple[str, ...]  # the query token of each term
 
     def top(self, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top k (labels, scores) among the matching documents (within `allowed`), best first;

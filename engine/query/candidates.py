@@ -25,7 +25,6 @@ __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side
 Intervals = Mapping[str, tuple[int, int]]  # thread -> (first seq, last seq) the filters allow
 # idf can be <= 0 in a tiny corpus; a floor keeps "shares more query terms" meaningful there
 IDF_FLOOR = 0.01
-_NO_WORDS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

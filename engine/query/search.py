@@ -236,7 +236,7 @@ class Searcher:
     def _with_phrases(self, messages: MessageCandidates, lines: Sequence[str], tokens: Sequence[str],
                       idf: Mapping[str, float], shard: Shard) -> np.ndarray:
         """`with_phrases`: each line's shared query weight, with the query's word pairs it holds side by side
-        (only a line holding both words of a pair is tokenized again, in order)."""
+        (only a line holding both words of a pair is tokenized, in order)."""
         pairs = query_pairs(tokens)
         if self.settings.phrase_weight <= 0 or not pairs:
             return messages.shared
