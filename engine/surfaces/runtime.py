@@ -3,7 +3,7 @@
 `convsearch serve` writes it (pid, and URL null) before it opens the store, then with its URL once
 it listens, and removes it on exit; other clients (the CLI, `convsearch mcp`) read it to send their
 requests there instead of opening the store, which DuckDB lets one process write, and wait while
-a server is starting. A file whose pid is gone (a killed server) is ignored.
+a server is starting. A file whose pid is gone (a killed server, reaped or not) is ignored.
 """
 
 from __future__ import annotations
@@ -33,7 +33,17 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # alive, another user's
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether the process has exited and waits for its parent to reap it: a server killed with -9 keeps
+    its pid until then (~1 s under some inits), though its store lock is already released. Linux only."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].startswith("Z")  # the state follows the command name in parentheses
 
 
 def running_server(home: Path) -> ServerInfo | None:
