@@ -7,11 +7,12 @@ The top list first scores only the documents of the query's rarest term(s), the 
 read off their postings by binary search (or by one walk over a term's postings when the candidates
 are many against them: tens of thousands of binary searches made 1M's slowest queries); when the
 k-th of those scores beats anything the other terms alone could give (their weights times k1 + 1:
-MaxScore, Turtle & Flood 1995), no other document can enter the list. Otherwise (one term, or rare
-terms too common), it sums every posting. A document's sum always adds its terms in ascending term
-id, so both ways give the same floats. A common term's stats (indexers/term_stats.py) tighten
-its bound to what its postings can really add, and give candidates' frequencies straight from its
-column when it has one.
+MaxScore, Turtle & Flood 1995), no other document can enter the list; a document whose share
+of its rarest term plus the commoner terms' bounds falls short of the k-th score so far is not
+scored at all. Otherwise (one term, or rare terms too common), it sums every posting. A
+document's sum always adds its terms in ascending term id, so both ways give the same floats. A
+common term's stats (indexers/term_stats.py) tighten its bound to what its postings can really
+add, and give candidates' frequencies straight from its column when it has one.
 """
 
 from __future__ import annotations
@@ -152,21 +153,40 @@ class Bm25Match:
         cand, scores, read = np.zeros(0, np.int64), np.zeros(0, np.float64), 0
         seen = np.zeros(n, bool) if mask is None else ~mask  # scored already, or not allowed
         for split in range(1, len(ordered)):  # the rarest `split` terms say who may be in the top k
-            term = ordered[split - 1]
+            term, rest = ordered[split - 1], sum(ceilings[split:])
             read += term.size
             if read > RARE_BUDGET * n:
                 return None
-            new = np.concatenate([s.docs for s in term.slices])  # distinct: a document lives in one segment
-            new = new[~seen[new]]
-            seen[new] = True
+            new = self._reaching(k, term, seen, scores, rest)
             # a document's score is whole (every term's share), so the earlier ones stay as they are
             cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)))
             if len(cand) < k:
                 continue
             kth = np.partition(scores, len(cand) - k)[len(cand) - k]
-            if kth > sum(ceilings[split:]):  # strictly: no outsider ties
+            keep = scores >= kth  # the final k-th is no lower: the others are out (ties stay, for the labels)
+            cand, scores = cand[keep], scores[keep]
+            if kth > rest:  # strictly: no outsider ties
                 return cand, scores
         return None
+
+    def _reaching(self, k: int, term: TermPostings, seen: np.ndarray, scores: np.ndarray, rest: float) -> np.ndarray:
+        """`term`'s documents not yet seen that may still enter the top k, marking all of them seen.
+        Why: such a document holds none of the rarer terms, so its score is at most its share of
+        `term` plus the commoner terms' ceilings (`rest`). The final k-th score is at least the k-th
+        among the candidates' `scores` and, when no term weighs less than nothing, these documents'
+        shares (each a part of a score). Scoring every one whole made the slowest queries slow (at 1M,
+        ~60-100k documents, nearly all short of the top list)."""
+        docs = np.concatenate([s.docs for s in term.slices])  # distinct: a document lives in one segment
+        fresh = ~seen[docs]
+        docs = docs[fresh]
+        seen[docs] = True
+        norm, k1 = self.index.length_norm(), self.index.params.k1
+        shares = contributions(term.weight, np.concatenate([s.tfs for s in term.slices])[fresh], docs, norm, k1)
+        known = np.concatenate((scores, shares)) if all(t.weight >= 0 for t in self.terms) else scores
+        if len(known) < k:
+            return docs
+        floor = np.partition(known, len(known) - k)[len(known) - k]
+        return docs[shares + rest >= floor - abs(floor) * (CEILING_MARGIN - 1)]  # the sums' rounding kept in
 
     def _ceiling(self, term: TermPostings) -> float:
         """The most `term` can add to a document's score: its weight times k1 + 1 (the tf factor's

@@ -337,6 +337,37 @@ def test_top_k_read_from_the_rare_terms_equals_summing_every_posting(monkeypatch
     assert (stats_from == 1) == any(c is not None for c in columns)  # the common terms' shares came from columns
 
 
+@pytest.mark.parametrize("epsilon", [0.25, -1.0])  # idf floored above 0, or common terms weighing less than nothing
+def test_a_term_s_documents_left_out_of_the_top_list_could_not_reach_it(epsilon: float) -> None:
+    """`_reaching` leaves out only documents whose exact score is below the k-th of the candidates and
+    of the kept ones (so below the final k-th), and it does leave some out; with a negative weight it
+    trusts only the candidates' scores."""
+    rng = np.random.default_rng(17)
+    common, rare = [f"c{i}" for i in range(3)], [f"r{i}" for i in range(40)]
+    docs = [[w for w in common if rng.random() < 0.6] + list(rng.choice(rare, int(rng.integers(0, 3))))
+            for _ in range(1500)]
+    index = build(list(range(1500)), docs, Bm25Params(epsilon=epsilon), batch=500)
+    dropped = 0
+    for _ in range(60):
+        match, k = index.match([str(w) for w in rng.choice(rare, 2)] + [common[0]]), int(rng.integers(1, 20))
+        ordered = sorted(match.terms, key=lambda t: t.size)
+        dense, _ = match._dense()  # noqa: SLF001
+        first = np.concatenate([s.docs for s in ordered[0].slices]).astype(np.int64)
+        seen = np.zeros(len(index), bool)
+        seen[first] = True
+        scores = dense[first]
+        rest = sum(match._ceiling(t) for t in ordered[2:])  # noqa: SLF001
+        kept = match._reaching(k, ordered[1], seen, scores, rest)  # noqa: SLF001
+        fresh = np.setdiff1d(np.concatenate([s.docs for s in ordered[1].slices]), first)
+        assert seen[fresh].all() and set(kept.tolist()) <= set(fresh.tolist())
+        known = np.concatenate((scores, dense[kept]))
+        if len(known) >= k:
+            kth = np.sort(known)[-k]
+            assert (dense[np.setdiff1d(fresh, kept)] < kth).all()
+        dropped += len(fresh) - len(kept)
+    assert dropped > 100
+
+
 @pytest.mark.parametrize("walk_per_id", [0, 10**9])  # a few labels' shares by binary search, or by walking
 def test_scored_by_binary_search_and_by_the_dense_sum_agree_to_the_float(monkeypatch: pytest.MonkeyPatch,
                                                                          walk_per_id: int) -> None:
