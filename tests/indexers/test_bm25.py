@@ -421,3 +421,23 @@ def test_summing_postings_by_document_equals_adding_them_into_every_document(mon
         docs, sums = match._summed()  # noqa: SLF001
         assert docs.tolist() == np.flatnonzero(touched).tolist()
         assert sums.tolist() == every[docs].tolist()
+
+
+def test_the_scores_reaching_the_kth_are_found_from_a_sample_or_from_all() -> None:
+    """`reaching_kth` gives the positions of every score at least the k-th largest, ties included,
+    whether the sample's guess holds k of them (random scores, the best between the sampled
+    positions) or not (the best all sampled), and for lists too short to sample."""
+    from indexers.bm25_query import SAMPLE_FROM, SAMPLE_STEP, reaching_kth
+
+    rng = np.random.default_rng(19)
+    for n in (3, 100, SAMPLE_FROM, 3 * SAMPLE_FROM + 5):
+        for k in (1, 2, 17, 50, 400):
+            if k >= n:
+                continue
+            for scores in (rng.random(n), rng.integers(0, 5, n).astype(float), np.zeros(n)):
+                hidden, sampled = scores.copy(), scores.copy()
+                hidden[1::SAMPLE_STEP] += 10  # the best are never sampled
+                sampled[::SAMPLE_STEP] += 10  # the best are all sampled: few reach the guess
+                for s in (scores, hidden, sampled):
+                    expected = np.flatnonzero(s >= np.sort(s)[-k])
+                    assert reaching_kth(s, k).tolist() == expected.tolist()
