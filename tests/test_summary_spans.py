@@ -34,11 +34,11 @@ def test_covering_finds_exactly_the_summaries_over_each_seq_also_after_a_filter(
                 assert sorted(zip(at.tolist(), rows.tolist())) == _brute(t, s, e, thread, seqs)
 
 
-def _matches(n: int, rng: np.random.Generator) -> SummaryMatches:
+def _matches(n: int, rng: np.random.Generator, tied: bool = False) -> SummaryMatches:
     at = datetime(2024, 3, 4, tzinfo=timezone.utc)
     summaries = tuple(Summary(f"s{i}", f"t{i % 2}", "u", "conversation", 10 * (i // 2), 10 * (i // 2) + 9, "", at, at)
                       for i in range(n))
-    raw = np.where(rng.random(n) < 0.5, rng.random(n) * 5, 0.0)
+    raw = np.where(rng.random(n) < 0.5, rng.integers(1, 4, n) if tied else rng.random(n) * 5, 0.0)
     vectors = rng.standard_normal((n, 4)).astype(np.float32)
     records, markdown = packed_markdown(summaries)
     return SummaryMatches(records, raw, raw > 0, vectors, Spans.of(records), markdown)
@@ -46,12 +46,13 @@ def _matches(n: int, rng: np.random.Generator) -> SummaryMatches:
 
 def test_a_search_scores_the_best_lexical_summaries_and_those_over_its_messages() -> None:
     rng = np.random.default_rng(5)
-    for _ in range(30):
-        matches = _matches(40, rng)
+    for round_no in range(30):
+        matches = _matches(40, rng, tied=round_no % 2 == 1)  # scores tied with the third best: all scored
         threads, seqs = ["t0", "t1", "t1"], [int(rng.integers(0, 200)), int(rng.integers(0, 200)), 5]
         picked, covers = matches.candidates(threads, seqs, depth=3)
         ids = {s.summary_id for s in picked.summaries}
-        best = sorted(np.flatnonzero(matches.matched), key=lambda i: -matches.lexical_raw[i])[:3]
+        third = sorted(matches.lexical_raw[matches.matched])[-3]
+        best = np.flatnonzero(matches.matched & (matches.lexical_raw >= third))
         covering = {s.summary_id for s in matches.summaries
                     for thread, seq in zip(threads, seqs) if s.thread_id == thread and s.covers(seq)}
         assert ids == {f"s{i}" for i in best} | covering

@@ -20,6 +20,7 @@ from engine.query.packed_texts import PackedTexts
 from engine.query.summary_records import SummaryRecords
 from engine.query.summary_spans import CoverPairs, Spans
 from indexers.bm25 import Bm25Index
+from indexers.bm25_query import reaching_kth
 from indexers.heap import release_free_memory
 from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
@@ -55,8 +56,9 @@ class SummaryMatches:
 
     def candidates(self, thread_ids: Sequence[str], seqs: Sequence[int], depth: int
                    ) -> tuple["SummaryMatches", "CoverPairs"]:
-        """The summaries a search scores, as windows are scored: the `depth` best by BM25 and every one
-        covering a candidate message (whose context it gives), with which of them covers which message.
+        """The summaries a search scores, as windows are scored: the `depth` best by BM25 (with any tied
+        with the last) and every one covering a candidate message (whose context it gives), with which
+        of them covers which message.
         A summary close to the query in meaning covers messages the vector side found; the others are
         not read, so the cosines cost what the candidates do, not what the user's summaries do (a
         1M-message user has ~59,000: 8 ms a search). A user with no more summaries than a list holds
@@ -65,7 +67,7 @@ class SummaryMatches:
         if len(self.summaries) > depth:
             lexical = np.flatnonzero(self.matched)
             if len(lexical) > depth:
-                lexical = lexical[np.argpartition(-self.lexical_raw[lexical], depth - 1)[:depth]]
+                lexical = lexical[reaching_kth(self.lexical_raw[lexical], depth)]
             rows = np.union1d(lexical, over)
             if len(rows) < len(self.summaries):  # the rows kept, renumbered
                 return self.take(rows), CoverPairs(len(seqs), at, np.searchsorted(rows, over))
