@@ -112,3 +112,20 @@ def test_a_search_after_a_live_ingest_that_wrote_summaries_reads_nothing_from_th
     found = engine.search("alice", "topic3 theme5", kinds=["summary", "message"], explain=True)
     assert found.results and statements == []
     _same(engine.summary_index.match("alice", QUERY, None, with_vectors=True), _from_scratch(engine))
+
+
+def test_an_index_without_an_embedder_is_read_once_when_vectors_are_asked_for(tmp_path: Path, monkeypatch) -> None:
+    """Asked for vectors it cannot have (no embedder), the index is still built once, not on every call."""
+    with open_engine(tmp_path / "home", embedder=None) as engine:
+        engine.add_user("alice", "UTC")
+        engine.ingest("alice", batch(0, 40))
+        engine.ingest("alice", batch(1, 40))
+        reads: list[str] = []
+        listed = engine.store.timeline.summaries_of_user
+        monkeypatch.setattr(engine.store.timeline, "summaries_of_user",
+                            lambda user, ids=None: reads.append(user) or listed(user, ids))
+        index = engine.summary_index
+        first = index.match("alice", QUERY, None, with_vectors=True)
+        second = index.match("alice", QUERY, None, with_vectors=True)
+        assert first.summaries and first.vectors is None and second.vectors is None
+        assert reads == ["alice"]

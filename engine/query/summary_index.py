@@ -210,8 +210,9 @@ class SummaryIndex:
         revision = self._revision(user_id)  # read before the store: a write meanwhile is caught next time
         with self._lock:
             entry = self._entries.get(user_id)
-            if entry is not None and with_vectors and entry.vectors is None and entry.summaries:
-                entry = None  # built for lexical use only: read again with the vectors
+            lexical_only = entry is not None and entry.vectors is None and bool(entry.summaries)
+            if with_vectors and lexical_only and self.cache is not None:
+                entry = None  # built for lexical use only: read again with the vectors (when there can be any)
             if entry is not None and entry.revision == revision:
                 return entry
             changed = None if entry is None else self.pipeline.store.timeline.changes.since(user_id, entry.revision)
