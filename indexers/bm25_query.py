@@ -168,10 +168,9 @@ class Bm25Match:
             cand, scores = np.concatenate((cand, new)), np.concatenate((scores, self._scores_of(new)))
             if len(cand) < k:
                 continue
-            kth = np.partition(scores, len(cand) - k)[len(cand) - k]
-            keep = scores >= kth  # the final k-th is no lower: the others are out (ties stay, for the labels)
+            keep = reaching_kth(scores, k)  # the final k-th is no lower: the others are out (ties stay, for the labels)
             cand, scores = cand[keep], scores[keep]
-            if kth > rest:  # strictly: no outsider ties
+            if scores.min() > rest:  # the k-th, strictly: no outsider ties
                 return cand, scores
         return None
 
@@ -191,7 +190,7 @@ class Bm25Match:
         known = np.concatenate((scores, shares)) if all(t.weight >= 0 for t in self.terms) else scores
         if len(known) < k:
             return docs
-        floor = np.partition(known, len(known) - k)[len(known) - k]
+        floor = kth_largest(known, k)
         return docs[shares + rest >= floor - abs(floor) * (CEILING_MARGIN - 1)]  # the sums' rounding kept in
 
     def _ceiling(self, term: TermPostings) -> float:
@@ -269,8 +268,13 @@ class Bm25Match:
                 np.concatenate([contributions(w, s.tfs, s.docs, norm, k1) for w, s in parts]))
 
 
+def kth_largest(values: np.ndarray, k: int) -> float:
+    """The k-th largest of `values` (0 < k <= len(values))."""
+    return float(np.partition(values, len(values) - k)[len(values) - k])
+
+
 def reaching_kth(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the scores at least the k-th largest (0 < k < len(scores)), ascending. Why: a
+    """Positions of the scores at least the k-th largest (0 < k <= len(scores)), ascending. Why: a
     partition of every score took 2 ms for a common term's 253k documents at 1M; the scores at least
     a value sampled from every SAMPLE_STEP-th are few, and when they are k or more they hold the top k,
     so only they are partitioned (else all are)."""
@@ -278,13 +282,12 @@ def reaching_kth(scores: np.ndarray, k: int) -> np.ndarray:
     if len(scores) >= SAMPLE_FROM:
         sample = scores[::SAMPLE_STEP]
         rank = min(len(sample), 2 * (k // SAMPLE_STEP + 1))  # about 2k scores above it, expected
-        guess = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+        guess = kth_largest(sample, rank)
         maybe = np.flatnonzero(scores >= guess)
     if maybe is None or len(maybe) < k:
         maybe = np.arange(len(scores))
     found = scores[maybe]
-    kth = np.partition(found, len(found) - k)[len(found) - k]
-    return maybe[found >= kth]
+    return maybe[found >= kth_largest(found, k)]
 
 
 class _Rows:
