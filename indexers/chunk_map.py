@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from indexers.chunking import Chunk, Window, line_of, lines_of
 from indexers.label_set import LabelSet
 from indexers.mapped import drop_pages
+from indexers.readahead import advise, waited_for_disk
 
 __all__ = ["CHUNK_SCHEMA", "CHUNK_FILE", "ChunkMap", "SavedWindow", "Spans", "write_chunks", "read_chunk_columns"]
 
@@ -154,6 +155,23 @@ class ChunkMap(MutableMapping[int, Chunk]):
         """The window as a search reads it: a saved one as a `SavedWindow` (KeyError if absent)."""
         found: Window | None = self._fresh.get(label) or self._memo.get(label) or self._window_memo.get(label)
         return found if found is not None else self._from_file(label, self._window_memo, self._read_window)
+
+    def prefetch(self, labels: Iterable[int]) -> None:
+        """Open these windows soon. The first one not held is read now; when it had to wait for the disk
+        (the page cache let the file go), the rest are asked of the kernel together (`indexers/readahead.py`),
+        so a search's reads do not each wait in turn. From the cache, nothing more is done."""
+        unread = (label for label in labels if not self._holds(label) and self._row(label) >= 0)
+        first = next(unread, None)
+        if first is None or not waited_for_disk(lambda: self.window(first)):
+            return
+        spans: list[tuple[int, int]] = []
+        for label in unread:
+            reader, at = self._reader_of(self._row(label))
+            spans.extend(reader.spans(at))
+        self._source.advise(spans)
+
+    def _holds(self, label: int) -> bool:
+        return label in self._fresh or label in self._window_memo or label in self._memo
 
     def _from_file(self, label: int, memo: dict[int, _Read], read: Callable[[int], _Read]) -> _Read:
         """A saved window read from the file (KeyError if there is none live) and kept in `memo`,
@@ -327,6 +345,11 @@ class _BatchReader:
             n_tokens=int(self.ints["n_tokens"][i]), part=int(self.ints["part"][i]), line_ends=self.ends.run(*ends),
         )
 
+    def spans(self, i: int) -> tuple[tuple[int, int], ...]:
+        """Where `window(i)` reads in the chunk file: its ids, text and line ends (seqs rarely)."""
+        ids, ends = self.lists["message_ids"][i:i + 2].tolist(), self.lists["line_ends"][i:i + 2].tolist()
+        return self.ids.span(*ids), self.strings["text"].span(i, i + 1), self.ends.span(*ends)
+
     def _seqs(self, first: int, last: int, start: int, stop: int) -> tuple[int, ...]:
         """A window's seqs rise strictly from its first to its last (chunking's slices of a thread in seq
         order): as many as the span holds are every seq of it, with no read (most windows)."""
@@ -352,6 +375,14 @@ class _Source:
         fd, at = self.fd, buffer.address - self.base
         return lambda a, b: os.pread(fd, b - a, at + a)
 
+    def at(self, buffer: pa.Buffer | None) -> int | None:
+        """Where a buffer starts in the chunk file; None when it is not read from the file."""
+        return None if self.fd is None or buffer is None else buffer.address - self.base
+
+    def advise(self, spans: list[tuple[int, int]]) -> None:
+        if self.fd is not None:
+            advise(self.fd, spans)
+
 
 def _offsets(array: pa.Array) -> np.ndarray:
     """The value offsets of a (list or string) array with no nulls, zero-copy."""
@@ -361,6 +392,7 @@ def _offsets(array: pa.Array) -> np.ndarray:
 class _Strings:
     def __init__(self, array: pa.Array, source: _Source) -> None:
         self.offsets, self.read = np.array(_offsets(array)), source.reader(array.buffers()[2])
+        self.at = source.at(array.buffers()[2])
 
     def __getitem__(self, i: int) -> str:
         return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
@@ -371,14 +403,26 @@ class _Strings:
         data = self.read(ends[0], ends[-1])
         return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
 
+    def span(self, first: int, stop: int) -> tuple[int, int]:
+        """The file's (offset, length) that `run(first, stop)` reads; (0, 0) when not read from a file."""
+        if self.at is None:
+            return 0, 0
+        start = int(self.offsets[first])
+        return self.at + start, int(self.offsets[stop]) - start
+
 
 class _Int64s:
     def __init__(self, array: pa.Array, source: _Source) -> None:
         self.offset, self.read = array.offset, source.reader(array.buffers()[1])
+        self.at = source.at(array.buffers()[1])
 
     def run(self, first: int, stop: int) -> tuple[int, ...]:
         data = self.read(8 * (self.offset + first), 8 * (self.offset + stop))
         return tuple(np.frombuffer(data, dtype=np.int64).tolist())
+
+    def span(self, first: int, stop: int) -> tuple[int, int]:
+        """The file's (offset, length) that `run(first, stop)` reads; (0, 0) when not read from a file."""
+        return (0, 0) if self.at is None else (self.at + 8 * (self.offset + first), 8 * (stop - first))
 
 
 def write_chunks(chunks: ChunkMap, has_vector: LabelSet, path: Path) -> None:

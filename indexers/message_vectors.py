@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.errors import IndexStateError
 from indexers.mapped import release
+from indexers.readahead import advise, waited_for_disk
 
 __all__ = ["MessageVectors"]
 
@@ -101,7 +102,11 @@ class MessageVectors:
             return found
         assert isinstance(matrix, np.memmap)  # loaded from a file, so mapped
         size, start, fd = matrix.itemsize * self.dim, matrix.offset, self._file.fileno()
-        data = b"".join(os.pread(fd, size, start + size * row) for row in rows.tolist())
+        at = [start + size * row for row in rows.tolist()]
+        first: list[bytes] = []
+        if waited_for_disk(lambda: first.append(os.pread(fd, size, at[0]))):  # the rest are read together
+            advise(fd, [(offset, size) for offset in at[1:]])
+        data = b"".join([*first, *(os.pread(fd, size, offset) for offset in at[1:])])
         return np.frombuffer(data, dtype=matrix.dtype).reshape(len(rows), self.dim)
 
     def similarities(self, message_ids: Sequence[str], query: np.ndarray) -> np.ndarray:

@@ -174,8 +174,10 @@ class Searcher:
             return None
         fused = self._fuse(found.raw, found.matched, found.cosine, q)
         order = np.argsort(-fused.fused, kind="stable")[: EXPANDED_PER_RESULT * limit + EXPANDED_EXTRA]
+        shard.chunks.prefetch(found.labels[order].tolist())  # read together when the disk is waited for
         if self.settings.neighbour_windows:  # opened after the best, best first: a message keeps its better window
             found, beside = beside_candidates(shard, lexical, found, order, BESIDE_PER_RESULT * limit, q.vector)
+            shard.chunks.prefetch(found.labels[beside].tolist())
             fused = self._fuse(found.raw, found.matched, found.cosine, q)
             order = np.concatenate((order, beside[np.argsort(-fused.fused[beside], kind="stable")]))
         messages = expand_to_messages(shard, found, order, q.tokens, q.vector, idf, intervals)
