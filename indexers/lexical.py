@@ -26,7 +26,8 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
-from itertools import chain
+from itertools import chain, compress, count
+from operator import not_
 from typing import Any, Iterable
 
 from engine.config import default
@@ -82,6 +83,10 @@ def fold(text: str) -> str:
     """NFKC + casefold + diacritics stripped: the form every token is drawn from."""
     if text.isascii():
         return text.lower()  # NFKC is the identity on ASCII and casefold equals lower
+    if "…" in text:  # NFKC makes "…" "...": the engine's summaries cut their quotes with it (94 % of them at 1M)
+        dotted = text.replace("…", "...")
+        if dotted.isascii():
+            return dotted.lower()
     folded = unicodedata.normalize("NFKC", text).casefold()
     if folded.isascii():
         return folded
@@ -137,6 +142,23 @@ def _expand(chunk: str) -> list[str]:
     return parts
 
 
+def _expanded(chunks: list[str]) -> list[str]:
+    """Each chunk with a connector `_expand`ed in place. Such chunks are few (an id, a date, a path in a
+    text of hundreds of words), so they are found at C speed and the list is rebuilt around them: the
+    same tokens as expanding chunk by chunk, which cost ~1 us a chunk (2.6 s for 57,613 summaries)."""
+    joined = list(compress(count(), map(not_, map(str.isalnum, chunks))))
+    if not joined:
+        return chunks
+    out: list[str] = []
+    last = 0
+    for at in joined:
+        out.extend(chunks[last:at])
+        out.extend(_expand(chunks[at]))
+        last = at + 1
+    out.extend(chunks[last:])
+    return out
+
+
 def _bigrams(run: str) -> list[str]:
     return _BIGRAM_RE.findall(run) if len(run) > 1 else [run]
 
@@ -180,7 +202,7 @@ class LexicalTokenizer:
         else:
             tokens = _chunk_re().findall(folded)
         if "_" in folded or _JOINED_RE.search(folded):
-            tokens = list(chain.from_iterable((t,) if t.isalnum() else _expand(t) for t in tokens))
+            tokens = _expanded(tokens)
         return tokens
 
     def _resolve(self, raw: list[str]) -> list[str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InvalidInputError
-from indexers.lexical import ENGLISH_STOPWORDS, FRENCH_STOPWORDS, LexicalTokenizer, TokenizerParams
+from indexers.lexical import (ENGLISH_STOPWORDS, FRENCH_STOPWORDS, LexicalTokenizer, TokenizerParams, _expand, _expanded,
+                              fold)
 
 TOK = LexicalTokenizer()
 RAW = LexicalTokenizer(TokenizerParams(stemming=False, stopwords=False))
@@ -148,3 +151,23 @@ def test_tokens_from_the_memo_are_the_tokens_of_a_fresh_tokenizer(words: list[st
     first = warm.tokenize(text)
     assert warm.tokenize(text) == first == LexicalTokenizer().tokenize(text)
     assert warm.tokenize(text + " " + text) == first + first
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["order", "a-7731", "v1.2.3", "order_id", "__init__", "me@x.org", "usr/bin", "東京",
+                                 "café-bar", "x_", "15", "_"]), max_size=40))
+def test_chunks_with_connectors_expand_in_place(chunks: list[str]) -> None:
+    """The expansion of a text's few joined chunks, found at once, is the chunk-by-chunk expansion."""
+    by_chunk = [token for chunk in chunks for token in ((chunk,) if chunk.isalnum() else _expand(chunk))]
+    assert _expanded(list(chunks)) == by_chunk
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["Note", "…", "...", "x…y", "ÉTÉ", "ﬁne", "A-1", " ", "ǅ", "\u0301"]), max_size=12).map("".join))
+def test_an_ellipsis_folds_as_nfkc_folds_it(text: str) -> None:
+    """The ellipsis' shortcut gives what NFKC, casefold and the diacritics' stripping give."""
+    reference = unicodedata.normalize("NFKC", text).casefold()
+    if not reference.isascii():
+        stripped = "".join(c for c in unicodedata.normalize("NFD", reference) if not unicodedata.combining(c))
+        reference = unicodedata.normalize("NFC", stripped)
+    assert fold(text) == reference
