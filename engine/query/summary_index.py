@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -226,10 +227,12 @@ class SummaryIndex:
         summaries = tuple(sorted(self.pipeline.store.timeline.summaries_of_user(user_id), key=summary_order))
         self.pipeline.store.release_buffers()  # the blocks that read cached: gone before the tokens are made
         keys = tuple(summary_key(s) for s in summaries)
-        bm25 = Bm25Index(self.pipeline.params.bm25)
-        bm25.add(list(range(len(summaries))), self._tokens(summaries))
-        vectors = self._cached_vectors(user_id, keys) if with_vectors else None
-        bare, markdown = packed_markdown(summaries)
+        with ThreadPoolExecutor(1) as packer:  # zlib lets go of the GIL: the texts pack while the tokens are made
+            packing = packer.submit(packed_markdown, summaries)
+            bm25 = Bm25Index(self.pipeline.params.bm25)
+            bm25.add(list(range(len(summaries))), self._tokens(summaries))
+            vectors = self._cached_vectors(user_id, keys) if with_vectors else None
+            bare, markdown = packing.result()
         del summaries  # the Markdown strings: what was read of the user's summaries is ours now
         self.pipeline.store.release_buffers()  # and the vectors' read
         release_free_memory()
