@@ -3,6 +3,7 @@ is the same as an index built from scratch (real DuckDB file, hash embedder)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,36 @@ def test_an_index_without_an_embedder_is_read_once_when_vectors_are_asked_for(tm
         second = index.match("alice", QUERY, None, with_vectors=True)
         assert first.summaries and first.vectors is None and second.vectors is None
         assert reads == ["alice"]
+
+
+def test_one_user_s_build_does_not_hold_back_another_user_s_search(tmp_path: Path, monkeypatch) -> None:
+    """A large user's first build takes seconds (~10 s at 1M messages); another user's summaries are
+    matched meanwhile, not after it."""
+    with open_engine(tmp_path / "home") as engine:
+        for user, first in (("alice", 0), ("bob", 2)):  # message ids are unique across the store
+            engine.add_user(user, "UTC")
+            engine.ingest(user, batch(first, 40))
+            engine.ingest(user, batch(first + 1, 40))
+        reading, release = threading.Event(), threading.Event()
+        listed = engine.store.timeline.summaries_of_user
+
+        def held_for_alice(user: str, ids=None):
+            if user == "alice":
+                reading.set()
+                assert release.wait(30)
+            return listed(user, ids)
+
+        monkeypatch.setattr(engine.store.timeline, "summaries_of_user", held_for_alice)
+        index, found = engine.summary_index, {}
+        alice = threading.Thread(target=lambda: found.update(alice=index.match("alice", QUERY, None, with_vectors=True)))
+        alice.start()
+        assert reading.wait(30)  # alice's build is under way
+        bob = threading.Thread(target=lambda: found.update(bob=index.match("bob", QUERY, None, with_vectors=True)))
+        bob.start()
+        bob.join(10)
+        finished_before_alice = not bob.is_alive() and "alice" not in found
+        release.set()
+        alice.join(30)
+        bob.join(30)
+        assert finished_before_alice
+        assert found["alice"].summaries and found["bob"].summaries
