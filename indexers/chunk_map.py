@@ -12,22 +12,21 @@ build a Chunk per window.
 from __future__ import annotations
 
 import mmap
-import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from indexers.chunking import Chunk, Window, line_of, lines_of
+from indexers.chunk_reads import TUPLES, BatchReader, ChunkSource, SavedWindow
+from indexers.chunking import Chunk, Window
 from indexers.label_set import LabelSet
 from indexers.mapped import drop_pages
-from indexers.readahead import advise, waited_for_disk
+from indexers.readahead import waited_for_disk
 
 __all__ = ["CHUNK_SCHEMA", "CHUNK_FILE", "ChunkMap", "SavedWindow", "Spans", "write_chunks", "read_chunk_columns"]
 
@@ -42,7 +41,6 @@ CHUNK_SCHEMA = pa.schema([
 ])
 _FIELDS = ("chunk_id", "thread_id", "from_seq", "to_seq", "message_ids", "message_seqs", "text", "content_hash",
            "n_tokens", "part", "line_ends")
-_TUPLES = ("message_ids", "message_seqs", "line_ends")
 _BATCH = 65_536  # rows per record batch: string offsets stay 32-bit at any size
 _MEMO = 4096  # saved windows kept as objects once read (the hot ones of recent searches)
 
@@ -50,32 +48,11 @@ Spans = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # labels, thread 
 _Read = TypeVar("_Read", Chunk, "SavedWindow")  # what a saved row is read as
 
 
-@dataclass(frozen=True, slots=True)
-class SavedWindow:
-    """A saved window as a search reads it (`ChunkMap.window`): its chunk id and content hash,
-    which only a reindex needs, are not read, and its thread comes from the thread codes held in
-    memory. Three of a window's seven reads, half the time a search spends opening it."""
-
-    thread_id: str
-    from_seq: int
-    to_seq: int
-    message_ids: tuple[str, ...]
-    message_seqs: tuple[int, ...]
-    text: str
-    line_ends: tuple[int, ...]
-
-    def message_lines(self) -> tuple[str, ...]:
-        return lines_of(self.text, self.line_ends)
-
-    def message_line(self, line: int) -> str:
-        return line_of(self.text, self.line_ends, line)
-
-
 class ChunkMap(MutableMapping[int, Chunk]):
     """label -> Chunk; the saved rows are read on demand, the fresh ones are objects."""
 
     def __init__(self, fresh: dict[int, Chunk] | None = None, saved: pa.Table | None = None,
-                 source: "_Source | None" = None) -> None:
+                 source: "ChunkSource | None" = None) -> None:
         self._fresh: dict[int, Chunk] = {}
         # the fresh windows' spans, appended as they come (a row per put; replaced ones marked dead),
         # so `spans` after each ingest costs array copies, not a pass over every fresh object
@@ -103,8 +80,8 @@ class ChunkMap(MutableMapping[int, Chunk]):
         self._count = len(labels)
         self._memo: dict[int, Chunk] = {}
         self._window_memo: dict[int, SavedWindow] = {}
-        self._source = source or _Source()  # holds the chunk file open for the readers' pread
-        self._readers = [_BatchReader(batch, self._source) for batch in self._batches]
+        self._source = source or ChunkSource()  # holds the chunk file open for the readers' pread
+        self._readers = [BatchReader(batch, self._source) for batch in self._batches]
         self._mapping: mmap.mmap | None = None
         self.update(fresh or {})
 
@@ -114,7 +91,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         handle = open(path, "rb")
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         whole = pa.py_buffer(mapping)
-        loaded = cls(saved=pa.ipc.open_file(whole).read_all(), source=_Source(handle, whole.address))
+        loaded = cls(saved=pa.ipc.open_file(whole).read_all(), source=ChunkSource(handle, whole.address))
         loaded._mapping = mapping
         drop_pages(mapping)  # building the spans and readers read whole columns; searches use pread
         return loaded
@@ -192,7 +169,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         reader, at = self._reader_of(row)
         return reader.window(at, self._thread_names[int(self._thread_codes[row])])
 
-    def _reader_of(self, row: int) -> tuple[_BatchReader, int]:
+    def _reader_of(self, row: int) -> tuple[BatchReader, int]:
         """The reader of the batch holding a saved row, and the row's place in it."""
         batch_no = bisect_right(self._starts, row) - 1
         return self._readers[batch_no], row - self._starts[batch_no]
@@ -286,7 +263,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
             part = items[start:start + _BATCH]
             columns: dict[str, list] = {"label": [k for k, _ in part]}
             for name in _FIELDS:
-                columns[name] = [list(getattr(c, name)) if name in _TUPLES else getattr(c, name) for _, c in part]
+                columns[name] = [list(getattr(c, name)) if name in TUPLES else getattr(c, name) for _, c in part]
             columns["has_vector"] = [k in has_vector for k, _ in part]
             yield pa.RecordBatch.from_pydict(columns, schema=CHUNK_SCHEMA)
 
@@ -312,117 +289,6 @@ def _row_index(labels: np.ndarray) -> np.ndarray | None:
     index = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, dtype=np.int32)
     index[labels] = np.arange(len(labels), dtype=np.int32)
     return index
-
-
-class _BatchReader:
-    """One row of a record batch as a Chunk. Offsets and small integers are copied into memory
-    (~55 bytes a window); texts, ids and seq lists are read with `pread` from the chunk file, so
-    no page of it is mapped into the process by a search (mapping a page of a freshly written
-    file maps its whole large folio: ~100 us and up to 2 MB per window read)."""
-
-    def __init__(self, batch: pa.RecordBatch, source: "_Source") -> None:
-        column = batch.column
-        self.ints = {name: np.array(column(name).to_numpy()) for name in ("from_seq", "to_seq", "n_tokens", "part")}
-        self.strings = {name: _Strings(column(name), source) for name in ("chunk_id", "thread_id", "text", "content_hash")}
-        self.lists = {name: np.array(_offsets(column(name))) for name in _TUPLES}
-        self.ids = _Strings(column("message_ids").values, source)
-        self.seqs = _Int64s(column("message_seqs").values, source)
-        self.ends = _Int64s(column("line_ends").values, source)
-
-    def window(self, i: int, thread_id: str) -> SavedWindow:
-        ids, seqs, ends = (o[i:i + 2].tolist() for o in (self.lists[n] for n in _TUPLES))
-        first, last = int(self.ints["from_seq"][i]), int(self.ints["to_seq"][i])
-        return SavedWindow(thread_id, first, last, self.ids.run(*ids), self._seqs(first, last, *seqs),
-                           self.strings["text"][i], self.ends.run(*ends))
-
-    def chunk(self, i: int) -> Chunk:
-        ids, seqs, ends = (o[i:i + 2].tolist() for o in (self.lists[n] for n in _TUPLES))
-        first, last = int(self.ints["from_seq"][i]), int(self.ints["to_seq"][i])
-        return Chunk(
-            chunk_id=self.strings["chunk_id"][i], thread_id=self.strings["thread_id"][i],
-            from_seq=first, to_seq=last, message_ids=self.ids.run(*ids), message_seqs=self._seqs(first, last, *seqs),
-            text=self.strings["text"][i], content_hash=self.strings["content_hash"][i],
-            n_tokens=int(self.ints["n_tokens"][i]), part=int(self.ints["part"][i]), line_ends=self.ends.run(*ends),
-        )
-
-    def spans(self, i: int) -> tuple[tuple[int, int], ...]:
-        """Where `window(i)` reads in the chunk file: its ids, text and line ends (seqs rarely)."""
-        ids, ends = self.lists["message_ids"][i:i + 2].tolist(), self.lists["line_ends"][i:i + 2].tolist()
-        return self.ids.span(*ids), self.strings["text"].span(i, i + 1), self.ends.span(*ends)
-
-    def _seqs(self, first: int, last: int, start: int, stop: int) -> tuple[int, ...]:
-        """A window's seqs rise strictly from its first to its last (chunking's slices of a thread in seq
-        order): as many as the span holds are every seq of it, with no read (most windows)."""
-        if stop - start == last - first + 1:
-            return tuple(range(first, last + 1))
-        return self.seqs.run(start, stop)
-
-
-class _Source:
-    """Reads byte ranges of Arrow buffers: with `pread` when they lie in the mapped chunk file,
-    else (a table in memory: an older Parquet shard) from the buffer itself."""
-
-    def __init__(self, file: BinaryIO | None = None, base: int = 0) -> None:
-        self.fd, self.base = (file.fileno() if file is not None else None), base
-        self.file = file  # kept open as long as the readers
-
-    def reader(self, buffer: pa.Buffer | None) -> Callable[[int, int], bytes]:
-        if buffer is None:
-            return lambda a, b: b""
-        if self.fd is None:
-            view = memoryview(buffer)
-            return lambda a, b: bytes(view[a:b])
-        fd, at = self.fd, buffer.address - self.base
-        return lambda a, b: os.pread(fd, b - a, at + a)
-
-    def at(self, buffer: pa.Buffer | None) -> int | None:
-        """Where a buffer starts in the chunk file; None when it is not read from the file."""
-        return None if self.fd is None or buffer is None else buffer.address - self.base
-
-    def advise(self, spans: list[tuple[int, int]]) -> None:
-        if self.fd is not None:
-            advise(self.fd, spans)
-
-
-def _offsets(array: pa.Array) -> np.ndarray:
-    """The value offsets of a (list or string) array with no nulls, zero-copy."""
-    return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
-
-
-class _Strings:
-    def __init__(self, array: pa.Array, source: _Source) -> None:
-        self.offsets, self.read = np.array(_offsets(array)), source.reader(array.buffers()[2])
-        self.at = source.at(array.buffers()[2])
-
-    def __getitem__(self, i: int) -> str:
-        return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
-
-    def run(self, first: int, stop: int) -> tuple[str, ...]:
-        """Strings first..stop-1, read in one go."""
-        ends = self.offsets[first:stop + 1].tolist()
-        data = self.read(ends[0], ends[-1])
-        return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
-
-    def span(self, first: int, stop: int) -> tuple[int, int]:
-        """The file's (offset, length) that `run(first, stop)` reads; (0, 0) when not read from a file."""
-        if self.at is None:
-            return 0, 0
-        start = int(self.offsets[first])
-        return self.at + start, int(self.offsets[stop]) - start
-
-
-class _Int64s:
-    def __init__(self, array: pa.Array, source: _Source) -> None:
-        self.offset, self.read = array.offset, source.reader(array.buffers()[1])
-        self.at = source.at(array.buffers()[1])
-
-    def run(self, first: int, stop: int) -> tuple[int, ...]:
-        data = self.read(8 * (self.offset + first), 8 * (self.offset + stop))
-        return tuple(np.frombuffer(data, dtype=np.int64).tolist())
-
-    def span(self, first: int, stop: int) -> tuple[int, int]:
-        """The file's (offset, length) that `run(first, stop)` reads; (0, 0) when not read from a file."""
-        return (0, 0) if self.at is None else (self.at + 8 * (self.offset + first), 8 * (stop - first))
 
 
 def write_chunks(chunks: ChunkMap, has_vector: LabelSet, path: Path) -> None:

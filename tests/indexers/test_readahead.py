@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import indexers.chunk_map as chunk_map
+import indexers.chunk_reads as chunk_reads
 import indexers.message_vectors as message_vectors
 from indexers import readahead
 from indexers.chunk_map import CHUNK_FILE, ChunkMap, write_chunks
@@ -36,7 +37,7 @@ def _saved_windows(tmp_path: Path, n: int = 12) -> tuple[dict[int, Chunk], Chunk
 class _Recorder:
     """Every `pread` (offset, length) and every span advised, in order."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: object, *, slow: bool) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, advising: object, timing: object, *, slow: bool) -> None:
         self.reads: list[tuple[int, int]] = []
         self.advised: list[tuple[int, int]] = []
         real_pread = os.pread
@@ -46,13 +47,13 @@ class _Recorder:
             return real_pread(fd, length, offset)
 
         monkeypatch.setattr(os, "pread", pread)
-        monkeypatch.setattr(module, "advise", lambda fd, spans: self.advised.extend(s for s in spans if s[1] > 0))
-        monkeypatch.setattr(module, "waited_for_disk", lambda read: (read(), slow)[1])
+        monkeypatch.setattr(advising, "advise", lambda fd, spans: self.advised.extend(s for s in spans if s[1] > 0))
+        monkeypatch.setattr(timing, "waited_for_disk", lambda read: (read(), slow)[1])
 
 
 def test_a_slow_first_window_advises_exactly_what_the_others_read(tmp_path: Path, monkeypatch) -> None:
     chunks, loaded = _saved_windows(tmp_path)
-    recorded = _Recorder(monkeypatch, chunk_map, slow=True)
+    recorded = _Recorder(monkeypatch, chunk_reads, chunk_map, slow=True)
     loaded.window(5)  # held already: neither read again nor advised
     recorded.reads.clear()
     loaded.prefetch([5, 2, 7, 11, 3])
@@ -67,7 +68,7 @@ def test_a_slow_first_window_advises_exactly_what_the_others_read(tmp_path: Path
 
 def test_a_first_window_from_the_cache_advises_nothing(tmp_path: Path, monkeypatch) -> None:
     _, loaded = _saved_windows(tmp_path)
-    recorded = _Recorder(monkeypatch, chunk_map, slow=False)
+    recorded = _Recorder(monkeypatch, chunk_reads, chunk_map, slow=False)
     loaded.prefetch([4, 6, 8])
     assert recorded.advised == [] and len(recorded.reads) == 3
     loaded.window(4)
@@ -85,7 +86,7 @@ def test_a_slow_first_vector_advises_the_other_rows(tmp_path: Path, monkeypatch)
     query = rng.standard_normal(8).astype(np.float32)
     wanted = ["m040", "m003", "m017", "m029"]
     expected = loaded.similarities(wanted, query)
-    recorded = _Recorder(monkeypatch, message_vectors, slow=True)
+    recorded = _Recorder(monkeypatch, message_vectors, message_vectors, slow=True)
     np.testing.assert_array_equal(loaded.similarities(wanted, query), expected)
     assert len(recorded.reads) == 4 and recorded.advised == recorded.reads[1:]
     np.testing.assert_allclose(expected, vectors[[40, 3, 17, 29]].astype(np.float16).astype(np.float32) @ query,
