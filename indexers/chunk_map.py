@@ -26,7 +26,7 @@ from indexers.chunk_reads import TUPLES, BatchReader, ChunkSource, SavedWindow
 from indexers.chunking import Chunk, Window
 from indexers.label_set import LabelSet
 from indexers.mapped import drop_pages
-from indexers.readahead import waited_for_disk
+from indexers.readahead import timed_read
 
 __all__ = ["CHUNK_SCHEMA", "CHUNK_FILE", "ChunkMap", "SavedWindow", "Spans", "write_chunks", "read_chunk_columns"]
 
@@ -139,7 +139,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
         so a search's reads do not each wait in turn. From the cache, nothing more is done."""
         unread = (label for label in labels if not self._holds(label) and self._row(label) >= 0)
         first = next(unread, None)
-        if first is None or not waited_for_disk(lambda: self.window(first)):
+        if first is None or not timed_read(lambda: self.window(first))[1]:
             return
         spans: list[tuple[int, int]] = []
         for label in unread:

@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.errors import IndexStateError
 from indexers.mapped import release
-from indexers.readahead import advise, waited_for_disk
+from indexers.readahead import advise, timed_read
 
 __all__ = ["MessageVectors"]
 
@@ -103,10 +103,10 @@ class MessageVectors:
         assert isinstance(matrix, np.memmap)  # loaded from a file, so mapped
         size, start, fd = matrix.itemsize * self.dim, matrix.offset, self._file.fileno()
         at = [start + size * row for row in rows.tolist()]
-        first: list[bytes] = []
-        if waited_for_disk(lambda: first.append(os.pread(fd, size, at[0]))):  # the rest are read together
+        first, slow = timed_read(lambda: os.pread(fd, size, at[0]))
+        if slow:  # the rest are read together
             advise(fd, [(offset, size) for offset in at[1:]])
-        data = b"".join([*first, *(os.pread(fd, size, offset) for offset in at[1:])])
+        data = b"".join([first, *(os.pread(fd, size, offset) for offset in at[1:])])
         return np.frombuffer(data, dtype=matrix.dtype).reshape(len(rows), self.dim)
 
     def similarities(self, message_ids: Sequence[str], query: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ another. When the page cache has let those pages go (an idle shard; a host that 
 memory), each read waits for the disk in turn: 50 windows took 16 ms, ~0.3 ms each. Advised
 first, the disk serves them all at once and the same reads took 3 ms. On cached pages the advice
 would cost ~8 us a window (finding its spans, three calls) for nothing, so a reader first reads one
-span and times it (`waited_for_disk`), and advises the rest only when that one came from the disk.
+span and times it (`timed_read`), and advises the rest only when that one came from the disk.
 The bytes read are the same either way.
 """
 
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
-__all__ = ["advise", "waited_for_disk", "SLOW_READ_S"]
+__all__ = ["advise", "timed_read", "SLOW_READ_S"]
 
 SLOW_READ_S = 50e-6  # a window read from the page cache takes ~15 us with its decoding, from this VM's disk ~300
+
+T = TypeVar("T")
 
 _ADVISE = getattr(os, "posix_fadvise", None)  # not on macOS or Windows: reads then wait in turn
 
@@ -31,8 +33,8 @@ def advise(fd: int, spans: Iterable[tuple[int, int]]) -> None:
             _ADVISE(fd, start, length, os.POSIX_FADV_WILLNEED)
 
 
-def waited_for_disk(read: Callable[[], object]) -> bool:
-    """Run one read; whether it took as long as a read that waits for the disk."""
+def timed_read(read: Callable[[], T]) -> tuple[T, bool]:
+    """Run one read: what it gave, and whether it took as long as a read that waits for the disk."""
     started = time.perf_counter()
-    read()
-    return time.perf_counter() - started >= SLOW_READ_S
+    found = read()
+    return found, time.perf_counter() - started >= SLOW_READ_S

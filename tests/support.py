@@ -24,6 +24,7 @@ import numpy as np
 from engine.api import ConversationEngine
 from engine.config import Settings
 from indexers.embedders import Embedder, load_embedder
+from indexers.message_vectors import MessageVectors
 
 __all__ = ["HashEmbedder", "real_embedder", "free_port", "live_server", "live", "NOW", "ALICE", "BOB", "messages",
            "CRASH_T0", "open_engine", "batch", "StatementCount", "chat_export"]
@@ -167,3 +168,14 @@ def chat_export(threads: int, per_thread: int, start: datetime) -> list[dict]:
          "create_time": start.timestamp() + c * 7200 + i * 30,
          "content": f"We decided to use topic{c} for step {i}. I'll send the report tomorrow."}
         for i in range(per_thread)]} for c in range(threads)]
+
+
+def saved_message_vectors(directory: Path, ids: Sequence[str], dim: int,
+                          rng: np.random.Generator) -> tuple[np.ndarray, MessageVectors]:
+    """Random float32 vectors for these ids, put, saved into `directory` and loaded back (the rows a
+    search reads by pread): the vectors and the loaded set."""
+    vectors = rng.standard_normal((len(ids), dim)).astype(np.float32)
+    store = MessageVectors(dim)
+    store.put(list(ids), vectors)
+    store.save(directory)
+    return vectors, MessageVectors.load(directory, dim)

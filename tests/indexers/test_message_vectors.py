@@ -8,16 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from indexers.message_vectors import MessageVectors
+from tests.support import saved_message_vectors
 
 
 def test_saved_rows_read_back_both_ways(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     ids = [f"m{i:04d}" for i in range(400)]
-    vectors = rng.standard_normal((400, 16)).astype(np.float32)
-    store = MessageVectors(16)
-    store.put(ids, vectors)
-    store.save(tmp_path)
-    loaded = MessageVectors.load(tmp_path, 16)
+    vectors, loaded = saved_message_vectors(tmp_path, ids, 16, rng)
     loaded.put(["fresh"], vectors[:1])
     loaded.forget(["m0003"])
     query = rng.standard_normal(16).astype(np.float32)

@@ -17,7 +17,7 @@ from indexers import readahead
 from indexers.chunk_map import CHUNK_FILE, ChunkMap, write_chunks
 from indexers.chunking import Chunk
 from indexers.label_set import LabelSet
-from indexers.message_vectors import MessageVectors
+from tests.support import saved_message_vectors
 
 
 def _saved_windows(tmp_path: Path, n: int = 12) -> tuple[dict[int, Chunk], ChunkMap]:
@@ -48,7 +48,7 @@ class _Recorder:
 
         monkeypatch.setattr(os, "pread", pread)
         monkeypatch.setattr(advising, "advise", lambda fd, spans: self.advised.extend(s for s in spans if s[1] > 0))
-        monkeypatch.setattr(timing, "waited_for_disk", lambda read: (read(), slow)[1])
+        monkeypatch.setattr(timing, "timed_read", lambda read: (read(), slow))
 
 
 def test_a_slow_first_window_advises_exactly_what_the_others_read(tmp_path: Path, monkeypatch) -> None:
@@ -77,12 +77,7 @@ def test_a_first_window_from_the_cache_advises_nothing(tmp_path: Path, monkeypat
 
 def test_a_slow_first_vector_advises_the_other_rows(tmp_path: Path, monkeypatch) -> None:
     rng = np.random.default_rng(3)
-    ids = [f"m{i:03d}" for i in range(50)]
-    vectors = rng.standard_normal((50, 8)).astype(np.float32)
-    store = MessageVectors(8)
-    store.put(ids, vectors)
-    store.save(tmp_path)
-    loaded = MessageVectors.load(tmp_path, 8)
+    vectors, loaded = saved_message_vectors(tmp_path, [f"m{i:03d}" for i in range(50)], 8, rng)
     query = rng.standard_normal(8).astype(np.float32)
     wanted = ["m040", "m003", "m017", "m029"]
     expected = loaded.similarities(wanted, query)
@@ -93,9 +88,9 @@ def test_a_slow_first_vector_advises_the_other_rows(tmp_path: Path, monkeypatch)
                                rtol=1e-6)
 
 
-def test_waited_for_disk_times_the_read_and_advise_skips_empty_spans(monkeypatch) -> None:
-    assert readahead.waited_for_disk(lambda: time.sleep(10 * readahead.SLOW_READ_S))
-    assert not readahead.waited_for_disk(lambda: None)
+def test_timed_read_times_the_read_and_advise_skips_empty_spans(monkeypatch) -> None:
+    assert readahead.timed_read(lambda: time.sleep(10 * readahead.SLOW_READ_S)) == (None, True)
+    assert readahead.timed_read(lambda: b"row") == (b"row", False)
     calls: list[tuple[int, int, int]] = []
     monkeypatch.setattr(readahead, "_ADVISE", lambda fd, start, length, advice: calls.append((fd, start, length)))
     readahead.advise(9, [(0, 0), (4096, 10), (100, 0)])  # a length of 0 would advise the whole file
