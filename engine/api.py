@@ -67,7 +67,7 @@ class ConversationEngine:
             raise InvalidInputError(f'embedder must be an Embedder, None (lexical only) or "auto", got {embedder!r}')
         chosen = documents_embedder(self.settings) if isinstance(embedder, str) else embedder
         self.pipeline = IndexPipeline(self.store, self.home / "indexes", pipeline_params(self.settings), chosen)
-        self.summary_index = SummaryIndex(self.pipeline)
+        self.summary_index = SummaryIndex(self.pipeline, self.home / "summary_index")
         query = query_embedder(self.settings, chosen) if isinstance(embedder, str) else chosen
         self.searcher = Searcher(self.pipeline, self.summary_index, self.settings, clock=clock,
                                  query_embedder=DeadlineEmbedder(query) if query is not None else None)

@@ -23,11 +23,12 @@ import numpy as np
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.query.summary_index import SummaryMatches
 from indexers.embedders import Embedder, load_embedder
 from indexers.message_vectors import MessageVectors
 
 __all__ = ["HashEmbedder", "real_embedder", "free_port", "live_server", "live", "NOW", "ALICE", "BOB", "messages",
-           "CRASH_T0", "open_engine", "batch", "StatementCount", "chat_export"]
+           "CRASH_T0", "open_engine", "batch", "StatementCount", "chat_export", "assert_same_matches"]
 
 
 class HashEmbedder:
@@ -179,3 +180,17 @@ def saved_message_vectors(directory: Path, ids: Sequence[str], dim: int,
     store.put(list(ids), vectors)
     store.save(directory)
     return vectors, MessageVectors.load(directory, dim)
+
+
+def assert_same_matches(a: SummaryMatches, b: SummaryMatches) -> None:
+    """Two summary indexes' matches of one query: the same summaries, Markdown, scores, vectors and spans."""
+    assert [s.summary_id for s in a.summaries] == [s.summary_id for s in b.summaries]
+    assert list(a.summaries) == list(b.summaries)
+    assert [a.full(i) for i in range(len(a.summaries))] == [b.full(i) for i in range(len(b.summaries))]
+    # a document sums its query terms in term-id order, and ids follow the order words first came in,
+    # so an updated index may differ from a fresh one in the last bit (as a live shard from a rebuilt one)
+    np.testing.assert_allclose(a.lexical_raw, b.lexical_raw, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(a.matched, b.matched)
+    assert a.vectors is not None and b.vectors is not None
+    np.testing.assert_array_equal(a.vectors, b.vectors)  # NaN rows compare equal here
+    np.testing.assert_array_equal(a.spans.by_start, b.spans.by_start)

@@ -13,7 +13,7 @@ from engine.api import ConversationEngine
 from engine.query.summary_index import SummaryIndex, SummaryMatches
 from engine.store.summary_changes import CHANGE_LOG, SummaryChanges
 from engine.store.timeline import summary_order
-from tests.support import batch, open_engine
+from tests.support import assert_same_matches, batch, open_engine
 
 QUERY = ["topic3", "theme5", "message", "lastof2"]
 
@@ -23,19 +23,6 @@ def engine(tmp_path: Path):
     with open_engine(tmp_path / "home") as e:
         e.add_user("alice", "UTC")
         yield e
-
-
-def _same(a: SummaryMatches, b: SummaryMatches) -> None:
-    assert [s.summary_id for s in a.summaries] == [s.summary_id for s in b.summaries]
-    assert list(a.summaries) == list(b.summaries)
-    assert [a.full(i) for i in range(len(a.summaries))] == [b.full(i) for i in range(len(b.summaries))]
-    # a document sums its query terms in term-id order, and ids follow the order words first came in,
-    # so an updated index may differ from a fresh one in the last bit (as a live shard from a rebuilt one)
-    np.testing.assert_allclose(a.lexical_raw, b.lexical_raw, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(a.matched, b.matched)
-    assert a.vectors is not None and b.vectors is not None
-    np.testing.assert_array_equal(a.vectors, b.vectors)  # NaN rows compare equal here
-    np.testing.assert_array_equal(a.spans.by_start, b.spans.by_start)
 
 
 def _from_scratch(engine: ConversationEngine, intervals=None) -> SummaryMatches:
@@ -62,9 +49,9 @@ def test_writes_and_deletes_update_the_index_as_a_rebuild_would(engine: Conversa
     assert doomed.summary_id not in {s.summary_id for s in after.summaries}
     stored = sorted(listed("alice"), key=summary_order)  # each with its Markdown, as the store has it
     assert [after.full(i) for i in range(len(after.summaries))] == stored
-    _same(after, _from_scratch(engine))
+    assert_same_matches(after, _from_scratch(engine))
     intervals = {doomed.thread_id: (doomed.to_seq + 1, 10**9)}
-    _same(index.match("alice", QUERY, intervals, with_vectors=True), _from_scratch(engine, intervals))
+    assert_same_matches(index.match("alice", QUERY, intervals, with_vectors=True), _from_scratch(engine, intervals))
 
 
 def test_vectors_embedded_after_a_write_reach_the_index_without_a_rebuild(engine: ConversationEngine):
@@ -77,7 +64,7 @@ def test_vectors_embedded_after_a_write_reach_the_index_without_a_rebuild(engine
     engine.summary_index.embed_pending("alice")
     filled = engine.summary_index.match("alice", QUERY, None, with_vectors=True)
     assert filled.vectors is not None and not np.isnan(filled.vectors).any()
-    _same(filled, _from_scratch(engine))
+    assert_same_matches(filled, _from_scratch(engine))
 
 
 def test_the_change_log_answers_only_what_it_knows():
@@ -112,7 +99,7 @@ def test_a_search_after_a_live_ingest_that_wrote_summaries_reads_nothing_from_th
         monkeypatch.setattr(engine.store.db, name, lambda sql, *a, _m=method, **k: statements.append(sql) or _m(sql, *a, **k))
     found = engine.search("alice", "topic3 theme5", kinds=["summary", "message"], explain=True)
     assert found.results and statements == []
-    _same(engine.summary_index.match("alice", QUERY, None, with_vectors=True), _from_scratch(engine))
+    assert_same_matches(engine.summary_index.match("alice", QUERY, None, with_vectors=True), _from_scratch(engine))
 
 
 def test_an_index_without_an_embedder_is_read_once_when_vectors_are_asked_for(tmp_path: Path, monkeypatch) -> None:

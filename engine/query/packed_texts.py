@@ -50,9 +50,9 @@ class PackedTexts:
         moved = other.at.copy()
         moved[:, 0] += len(self.buffers)
         merged = PackedTexts(self.buffers + other.buffers, np.concatenate((self.at, moved)))
-        return merged if len(merged.buffers) <= MAX_BUFFERS else merged._in_one_buffer()
+        return merged if len(merged.buffers) <= MAX_BUFFERS else merged.in_one_buffer()
 
-    def _in_one_buffer(self) -> "PackedTexts":
+    def in_one_buffer(self) -> "PackedTexts":
         """The same rows with their packed bytes copied into one buffer, none unpacked (57,616
         summaries: tens of ms, where unpacking and packing again took seconds)."""
         views = [memoryview(buffer) for buffer in self.buffers]

@@ -12,6 +12,7 @@ import bisect
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from engine.models import Summary
 from engine.query.packed_texts import PackedTexts
 from engine.query.summary_records import SummaryRecords
+from engine.query.summary_snapshot import SNAPSHOT_MIN, Reuse, SummarySnapshots, restored_bm25, restored_markdown
 from engine.query.summary_spans import CoverPairs, Spans
 from indexers.bm25 import Bm25Index
 from indexers.bm25_query import reaching_kth
@@ -82,10 +84,11 @@ def _rows_of(every: SummaryMatches, rows: np.ndarray, lexical_raw: np.ndarray, m
                           every.markdown.take(rows))
 
 
-def packed_markdown(summaries: Sequence[Summary]) -> tuple[SummaryRecords, PackedTexts]:
-    """The summaries without their Markdown, as columns, and their Markdown packed: a search reads only
-    the text of the summaries it shows (engine.query.packed_texts and summary_records say what they save)."""
-    return SummaryRecords.of(summaries), PackedTexts.of(s.markdown for s in summaries)
+def packed_markdown(summaries: Sequence[Summary], reuse: Reuse | None = None) -> tuple[SummaryRecords, PackedTexts]:
+    """The summaries without their Markdown, as columns, and their Markdown packed (a snapshot's bytes
+    where `reuse` has them): a search reads only the text of the summaries it shows
+    (engine.query.packed_texts and summary_records say what they save)."""
+    return SummaryRecords.of(summaries), restored_markdown(reuse, summaries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +109,11 @@ class SummaryIndex:
     """Per user, kept to the store's revision of the user's summaries: one user's write leaves
     every other user's index as it is, and a write re-reads only the summaries it touched."""
 
-    def __init__(self, pipeline: IndexPipeline) -> None:
+    def __init__(self, pipeline: IndexPipeline, saved_in: Path | None = None) -> None:
+        """`saved_in`: where each large user's BM25 is saved for the next start (None: never saved)."""
         self.pipeline = pipeline
+        self.snapshots = (SummarySnapshots(saved_in, pipeline.tokenizer, pipeline.params.bm25)
+                          if saved_in is not None else None)
         self.cache = pipeline.store.summary_embedding_cache(pipeline.embedder.name) if pipeline.embedder else None
         self._entries: dict[str, _Entry] = {}
         self._embedded: dict[str, int] = {}  # user -> the summary revision whose summaries all have vectors
@@ -204,8 +210,11 @@ class SummaryIndex:
         return self._entry(user_id, with_vectors=False).spans
 
     def forget(self, user_id: str) -> None:
+        """Drop the user's index and its snapshot (after a deletion, the deleted text is in neither)."""
         with self._user_lock(user_id):
             self._entries.pop(user_id, None)
+            if self.snapshots is not None:
+                self.snapshots.forget(user_id)
 
     def _user_lock(self, user_id: str) -> threading.Lock:
         with self._lock:
@@ -234,17 +243,21 @@ class SummaryIndex:
         summaries = tuple(sorted(self.pipeline.store.timeline.summaries_of_user(user_id), key=summary_order))
         self.pipeline.store.release_buffers()  # the blocks that read cached: gone before the tokens are made
         keys = tuple(summary_key(s) for s in summaries)
+        snapshots = self.snapshots if len(summaries) >= SNAPSHOT_MIN else None
+        saved = snapshots.load(user_id) if snapshots is not None else None
+        reuse = saved.reuse(keys) if saved is not None else None
         with ThreadPoolExecutor(1) as packer:  # zlib lets go of the GIL: the texts pack while the tokens are made
-            packing = packer.submit(packed_markdown, summaries)
-            bm25 = Bm25Index(self.pipeline.params.bm25)
-            bm25.add(list(range(len(summaries))), self._tokens(summaries))
+            packing = packer.submit(packed_markdown, summaries, reuse)
+            bm25, labels, next_label = restored_bm25(reuse, summaries, self.pipeline.params.bm25, self._tokens)
             vectors = self._cached_vectors(user_id, keys) if with_vectors else None
             bare, markdown = packing.result()
+        if snapshots is not None and (reuse is None or not reuse.exact):  # the next start reads this build
+            snapshots.save(user_id, keys, labels, markdown, bm25)
         del summaries  # the Markdown strings: what was read of the user's summaries is ours now
         self.pipeline.store.release_buffers()  # and the vectors' read
         release_free_memory()
-        return _Entry(revision, bare, markdown, keys, np.arange(len(bare), dtype=np.int64), len(bare), bm25,
-                      threading.Lock(), vectors, Spans.of(bare, ordered=True))
+        return _Entry(revision, bare, markdown, keys, labels, next_label, bm25, threading.Lock(), vectors,
+                      Spans.of(bare, ordered=True))
 
     def _updated(self, user_id: str, entry: _Entry, revision: int, changed: frozenset[str]) -> _Entry:
         """The entry with the `changed` summaries (written, rewritten or deleted) read again: the
