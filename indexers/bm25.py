@@ -42,6 +42,7 @@ from indexers.mapped import release
 from indexers.bm25_query import Bm25Match, PostingSlice, TermPostings
 from indexers.bm25_files import ARRAYS, FORMAT, MMAPPED, inconsistencies, replace_file, save_array
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
+from indexers.distinct import all_distinct
 
 __all__ = ["Bm25Params", "Bm25Index", "Bm25Match"]
 
@@ -154,14 +155,14 @@ class Bm25Index:
     def relabel(self, mapping: dict[int, int]) -> None:
         """Give every document a new label (mapping: old -> new, one-to-one); scores are unchanged."""
         new = np.fromiter(map(mapping.__getitem__, self._labels.tolist()), np.int64, len(self))
-        if len(np.unique(new)) != len(new):
+        if not all_distinct(new):
             raise InvalidInputError("relabel() needs one distinct new label per document")
         self._labels = new
         self._increasing = bool(np.all(np.diff(new) > 0))
         self._cache.clear()
 
     def _check_new_labels(self, new: np.ndarray) -> None:
-        if len(np.unique(new)) != len(new):
+        if not all_distinct(new):
             raise InvalidInputError("add() got the same label twice in one batch")
         present = self._doc_ids(new) >= 0
         if present.any():

@@ -10,6 +10,7 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 
 from indexers.mapped import release
+from indexers.distinct import all_distinct
 
 __all__ = ["FORMAT", "ARRAYS", "MMAPPED", "inconsistencies", "postings_in_range", "save_array", "replace_file"]
 
@@ -36,7 +37,7 @@ def inconsistencies(meta: dict[str, Any], terms: Any, a: dict[str, np.ndarray]) 
         "terms": not len(seg_terms) or bool(np.all(np.diff(seg_terms) > 0) and seg_terms[0] >= 0
                                             and seg_terms[-1] < len(terms)),
         "postings": postings_in_range(docs, a["tfs"], n),
-        "labels": len(np.unique(a["labels"])) == n,
+        "labels": all_distinct(a["labels"]),
     }
     if all(checks.values()):  # df must be exactly what the postings say: each term's run length (one run a term)
         counted = np.zeros(len(terms), dtype=np.int64)

@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
+from indexers.distinct import distinct, all_distinct
 
 __all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "REINDEX_HINT", "read_label_file"]
 
@@ -169,7 +170,7 @@ class HnswIndex:
         """Hide labels from every search; unknown or already removed labels are ignored."""
         ids = np.fromiter((int(x) for x in labels), dtype=np.int64)
         with self._lock:
-            self._drop(np.unique(ids[(ids >= 0) & (ids < self._slot_of.size)]))
+            self._drop(distinct(ids[(ids >= 0) & (ids < self._slot_of.size)]))
 
     def vectors(self, labels: np.ndarray) -> np.ndarray:
         """Stored (normalised, float16-rounded) vectors of live labels, in the order given."""
@@ -295,7 +296,7 @@ class HnswIndex:
         count, slots = _count(meta, "count", directory), _count(meta, "slots", directory)
         labels = _read_labels(directory / _LABELS_FILE, slots, meta.get("labels_crc32"))
         live = labels[labels >= 0]
-        if live.size != count or np.unique(live).size != count:
+        if live.size != count or not all_distinct(live):
             raise IndexStateError(f"{directory / _LABELS_FILE} does not hold the {count} labels params.json "
                                   f"promises: {REINDEX_HINT}")
         index = cls(params, capacity=max(slots, 1))

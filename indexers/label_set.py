@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import numpy as np
+from indexers.distinct import distinct
 
 __all__ = ["LabelSet", "among"]
 
@@ -20,8 +21,8 @@ class LabelSet:
         self.update(labels)
 
     def update(self, labels: Iterable[int] | np.ndarray) -> None:
-        new = np.unique(np.fromiter(labels, dtype=np.int64) if not isinstance(labels, np.ndarray)
-                        else labels.astype(np.int64, copy=False))
+        new = distinct(np.fromiter(labels, dtype=np.int64) if not isinstance(labels, np.ndarray)
+                       else labels.astype(np.int64, copy=False))
         if not len(new):
             return
         if new[0] < 0:

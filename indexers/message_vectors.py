@@ -19,6 +19,7 @@ import numpy as np
 from engine.errors import IndexStateError
 from indexers.mapped import release
 from indexers.readahead import advise, timed_read
+from indexers.distinct import distinct
 
 __all__ = ["MessageVectors"]
 
@@ -65,7 +66,7 @@ class MessageVectors:
 
     def _drop_saved(self, message_ids: Sequence[str]) -> None:
         rows = self._saved_rows_of(message_ids)
-        rows = np.unique(rows[rows >= 0])
+        rows = distinct(rows[rows >= 0])
         self._live[rows] = False
         self._live_count -= len(rows)
 

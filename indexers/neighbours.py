@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from indexers.distinct import distinct
 
 __all__ = ["WindowsBySeq"]
 
@@ -45,7 +46,7 @@ class WindowsBySeq:
         at = np.maximum(np.searchsorted(self.keys, _keys(threads, seqs), side="right") - 1, 0)
         window = self.order[at] if self.order is not None else at
         held = (self.keys[at] >> 32 == threads) & (self.keys[at] & 0xFFFFFFFF <= seqs) & (self.lasts[window] >= seqs)
-        return np.unique(np.asarray(self.labels[window[held]], dtype=np.int64))
+        return distinct(np.asarray(self.labels[window[held]], dtype=np.int64))
 
 
 def _keys(threads: np.ndarray, seqs: np.ndarray) -> np.ndarray:

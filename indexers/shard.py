@@ -35,6 +35,7 @@ from indexers.neighbours import WindowsBySeq
 from indexers.heap import release_free_memory
 from indexers.label_set import LabelSet, among
 from indexers.message_vectors import MessageVectors
+from indexers.distinct import distinct
 
 __all__ = ["Shard", "shard_dir", "current_version_dir", "flip_pointer"]
 
@@ -239,7 +240,7 @@ class Shard:
         windows = [self.chunks.window(label) for label in labels.tolist()]
         threads = np.tile(np.array([self.chunks.thread_code(w.thread_id) for w in windows], dtype=np.int64), 2)
         seqs = np.array([w.from_seq - 1 for w in windows] + [w.to_seq + 1 for w in windows], dtype=np.int64)
-        found = np.union1d(self._saved_by_seq.holding(threads, seqs), self._fresh_by_seq.holding(threads, seqs))
+        found = distinct(np.concatenate((self._saved_by_seq.holding(threads, seqs), self._fresh_by_seq.holding(threads, seqs))))
         live = np.fromiter((label in self.chunks for label in found.tolist()), dtype=bool, count=len(found))
         found = found[live]  # a saved window replaced since: its fresh one is found
         return found[~among(found, labels)]  # sorted and distinct, as np.setdiff1d gives

@@ -18,6 +18,7 @@ from indexers.bm25_query import Bm25Match
 from indexers.chunking import Window
 from indexers.label_set import among
 from indexers.shard import Shard
+from indexers.distinct import distinct
 
 __all__ = ["WindowCandidates", "MessageCandidates", "LexicalSide", "lexical_side", "query_idf", "window_candidates",
            "beside_candidates", "expand_to_messages"]
@@ -87,7 +88,7 @@ def window_candidates(shard: Shard, lexical: LexicalSide | None, vector: np.ndar
     if vector is not None and mode != "lexical" and shard.hnsw is not None and len(shard.hnsw) > 0:
         near, near_cosine = shard.hnsw.search(vector, depth, lexical.allowed)
         found.append(near)
-    labels = np.unique(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+    labels = distinct(np.concatenate(found)).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
     cosine = np.full(len(labels), np.nan)
     cosine[np.searchsorted(labels, near)] = near_cosine  # the HNSW hits come with their exact cosine
     return _scored(shard, lexical, labels, vector, cosine)

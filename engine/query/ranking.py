@@ -18,6 +18,7 @@ from datetime import date
 from typing import Literal, Sequence, TypeVar
 
 import numpy as np
+from indexers.distinct import distinct
 
 __all__ = [
     "ScoreParts",
@@ -94,8 +95,8 @@ def normalise_lexical(raw: np.ndarray, matched: np.ndarray | None = None) -> np.
     if top > 0.0:
         return np.where(matched, np.maximum(raw / top, MATCH_FLOOR), 0.0)
     # dense ranks: equal raw scores stay equal, so a tie stays a tie for the tie-breaks to settle
-    distinct = np.unique(raw[matched])[::-1]
-    dense_rank = np.searchsorted(-distinct, -raw) + 1
+    levels = distinct(raw[matched])[::-1]
+    dense_rank = np.searchsorted(-levels, -raw) + 1
     return np.where(matched, 1.0 / dense_rank, 0.0)
 
 

@@ -28,6 +28,7 @@ from indexers.heap import release_free_memory
 from engine.store.embedding_cache import content_hash
 from engine.store.timeline import summary_order
 from indexers.pipeline import EmbeddingPaused, IndexPipeline
+from indexers.distinct import distinct
 
 __all__ = ["SummaryIndex", "SummaryMatches", "SummarySlice", "packed_markdown",
            "summary_text", "summary_key"]
@@ -71,7 +72,7 @@ class SummaryMatches:
             lexical = np.flatnonzero(self.matched)
             if len(lexical) > depth:
                 lexical = lexical[reaching_kth(self.lexical_raw[lexical], depth)]
-            rows = np.union1d(lexical, over)
+            rows = distinct(np.concatenate((lexical, over)))
             if len(rows) < len(self.summaries):  # the rows kept, renumbered
                 return self.take(rows), CoverPairs(len(seqs), at, np.searchsorted(rows, over))
         return self, CoverPairs(len(seqs), at, over)

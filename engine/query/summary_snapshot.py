@@ -34,6 +34,7 @@ from engine.errors import IndexStateError
 from engine.models import Summary
 from engine.query.packed_texts import PackedTexts
 from indexers.bm25 import Bm25Index, Bm25Params
+from indexers.distinct import all_distinct
 from indexers.lexical import LexicalTokenizer
 from indexers.shard import shard_dir
 
@@ -133,7 +134,7 @@ class SummarySnapshots:
         except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, IndexStateError) as exc:
             log.warning("summary index snapshot of %s unreadable (%s): built from the store", user_id, exc)
             return None
-        if not (0 < len(labels) == len(bm25) == len(keys) == len(ends) == len(np.unique(labels))) \
+        if not (0 < len(labels) == len(bm25) == len(keys) == len(ends)) or not all_distinct(labels) \
                 or bool((bm25.doc_ids(labels) < 0).any()) or ends[-1] != len(texts) \
                 or bool((np.diff(ends, prepend=0) < 0).any()):
             log.warning("summary index snapshot of %s is inconsistent: built from the store", user_id)
