@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -314,14 +315,16 @@ class Shard:
                 f"run `convsearch reindex --user {user_id}` (or `convsearch doctor --repair`)"
             )
         manifest = Manifest.load(version / "manifest.json")
-        chunks, has_vector = _read_chunks(version, user_id)
-        hnsw, message_vectors = None, None
-        if with_vectors and manifest.spec.model is not None:
-            hnsw = HnswIndex.load(version / "hnsw", ef=ef)
-            message_vectors = MessageVectors.load(version / "message_vectors", manifest.spec.dim)
-        elif not with_vectors:
+        vectored = with_vectors and manifest.spec.model is not None
+        with ThreadPoolExecutor(1) as reader:  # faiss reads the graph without the GIL: beside the BM25 (1M: 2.3 -> 1.3 s)
+            graph = reader.submit(HnswIndex.load, version / "hnsw", ef=ef) if vectored else None
+            chunks, has_vector = _read_chunks(version, user_id)
+            bm25 = Bm25Index.load(version / "bm25")
+            hnsw = graph.result() if graph is not None else None
+        message_vectors = MessageVectors.load(version / "message_vectors", manifest.spec.dim) if vectored else None
+        if not with_vectors:
             has_vector = LabelSet()
-        shard = cls(manifest, tokenizer, Bm25Index.load(version / "bm25"), hnsw, chunks, has_vector, message_vectors)
+        shard = cls(manifest, tokenizer, bm25, hnsw, chunks, has_vector, message_vectors)
         if hnsw is not None and hnsw.migrated:
             shard.changes += 1  # an older format: the next save (the server's background step) writes the new one
         return shard
