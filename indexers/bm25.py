@@ -334,8 +334,10 @@ class Bm25Index:
         replace_file(directory / "params.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
 
     @classmethod
-    def load(cls, directory: Path) -> Bm25Index:
-        """Read what save() wrote; a missing, truncated or inconsistent file -> IndexStateError."""
+    def load(cls, directory: Path, *, mapped: bool = True) -> Bm25Index:
+        """Read what save() wrote; a missing, truncated or inconsistent file -> IndexStateError.
+        `mapped`: the postings stay memory-mapped, their pages out of the process until a query
+        reads them (a shard's); off, they are read into memory (a small index read on every search)."""
         directory = Path(directory)
         try:
             meta = json.loads((directory / "params.json").read_text("utf-8"))
@@ -344,7 +346,7 @@ class Bm25Index:
             index = cls(Bm25Params(float(meta["k1"]), float(meta["b"]), float(meta["epsilon"])))
             terms = json.loads((directory / "vocab.json").read_text("utf-8"))
             arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False,
-                                    mmap_mode="r" if name in MMAPPED else None) for name in ARRAYS}
+                                    mmap_mode="r" if mapped and name in MMAPPED else None) for name in ARRAYS}
             problems = inconsistencies(meta, terms, arrays)
             if problems:
                 raise ValueError(f"inconsistent {', '.join(problems)}")

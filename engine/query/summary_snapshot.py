@@ -126,7 +126,7 @@ class SummarySnapshots:
         try:
             if json.loads((base / "meta.json").read_text("utf-8")) != self.meta:
                 return None
-            bm25 = Bm25Index.load(base / "bm25")
+            bm25 = Bm25Index.load(base / "bm25", mapped=False)  # every search reads it all (mapped: +0.04 ms a match)
             with np.load(base / "docs.npz", allow_pickle=False) as docs:
                 labels, keys, texts, ends = docs["labels"], docs["keys"], docs["texts"], docs["ends"]
         except FileNotFoundError:

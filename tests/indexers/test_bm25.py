@@ -244,6 +244,16 @@ def test_save_load_round_trip_and_add_after_load(tmp_path: Path, monkeypatch: py
     _assert_same_results(index, Bm25Index.load(tmp_path / "new" / "bm25"), queries, np.arange(330))
 
 
+def test_a_load_into_memory_scores_as_a_mapped_one_and_maps_nothing(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    build(list(range(120)), random_corpus(rng, 120)).save(tmp_path / "bm25")
+    mapped, held = Bm25Index.load(tmp_path / "bm25"), Bm25Index.load(tmp_path / "bm25", mapped=False)
+    segment = held._segments[0]  # noqa: SLF001
+    assert all(getattr(a, "_mmap", None) is None for a in (segment.terms, segment.ptr, segment.docs, segment.tfs))
+    assert getattr(mapped._segments[0].docs, "_mmap", None) is not None  # noqa: SLF001
+    _assert_same_results(mapped, held, random_queries(rng, 15), np.arange(130))
+
+
 def test_empty_index_round_trip(tmp_path: Path) -> None:
     Bm25Index().save(tmp_path)
     loaded = Bm25Index.load(tmp_path)
