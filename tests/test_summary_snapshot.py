@@ -95,11 +95,16 @@ def test_a_damaged_snapshot_is_ignored_and_replaced(tmp_path: Path, tokenized: l
     _started(home, range(3))
     docs = _snapshot(home) / "docs.npz"
     docs.write_bytes(docs.read_bytes()[: docs.stat().st_size // 2])  # torn
+    crashed = [_snapshot(home).with_name(f".{_snapshot(home).name}.{n}") for n in ("12-34", "12-34.old")]
+    for leftover in crashed:  # what a save killed between its renames leaves
+        (leftover / "bm25").mkdir(parents=True)
     tokenized.clear()
     with open_engine(home) as engine:
         rebuilt = _match(engine)
         assert len(tokenized) == len(rebuilt.summaries)
         assert_same_matches(rebuilt, _from_store(engine))
+    assert not any(leftover.exists() for leftover in crashed)
+    assert sorted(p.name for p in (home / "summary_index").iterdir()) == [_snapshot(home).name]
     tokenized.clear()
     with open_engine(home) as engine:
         _match(engine)

@@ -150,7 +150,7 @@ class SummarySnapshots:
         staging = base.with_name(f".{base.name}.{os.getpid()}-{threading.get_ident()}")
         packed = markdown.in_one_buffer()
         try:
-            shutil.rmtree(staging, ignore_errors=True)
+            self._drop_leftovers(base)
             staging.mkdir(parents=True)
             bm25.save(staging / "bm25")
             np.savez(staging / "docs.npz", labels=np.asarray(labels, np.int64), keys=np.asarray(keys, dtype="S64"),
@@ -163,7 +163,17 @@ class SummarySnapshots:
             shutil.rmtree(staging, ignore_errors=True)
 
     def forget(self, user_id: str) -> None:
-        shutil.rmtree(shard_dir(self.directory, user_id), ignore_errors=True)
+        base = shard_dir(self.directory, user_id)
+        shutil.rmtree(base, ignore_errors=True)
+        self._drop_leftovers(base)
+
+    @staticmethod
+    def _drop_leftovers(base: Path) -> None:
+        """Staging directories of the user's saves that a crash interrupted. A user's save runs under
+        their lock, and one process owns a home, so none is in use."""
+        if base.parent.is_dir():
+            for left in base.parent.glob(f".{base.name}.*"):
+                shutil.rmtree(left, ignore_errors=True)
 
     @staticmethod
     def _swap(base: Path, staging: Path) -> None:
