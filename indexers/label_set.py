@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import numpy as np
+
 from indexers.distinct import distinct
 
 __all__ = ["LabelSet", "among"]

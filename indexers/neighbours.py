@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from indexers.distinct import distinct
 
 __all__ = ["WindowsBySeq"]

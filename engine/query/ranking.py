@@ -18,6 +18,7 @@ from datetime import date
 from typing import Literal, Sequence, TypeVar
 
 import numpy as np
+
 from indexers.distinct import distinct
 
 __all__ = [

@@ -111,7 +111,8 @@ class SummaryIndex:
     every other user's index as it is, and a write re-reads only the summaries it touched."""
 
     def __init__(self, pipeline: IndexPipeline, saved_in: Path | None = None) -> None:
-        """`saved_in`: where each large user's BM25 is saved for the next start (None: never saved)."""
+        """`saved_in`: where each large user's BM25 and packed Markdown are saved for the next start
+        (None: never saved)."""
         self.pipeline = pipeline
         self.snapshots = (SummarySnapshots(saved_in, pipeline.tokenizer, pipeline.params.bm25)
                           if saved_in is not None else None)
