@@ -55,6 +55,14 @@ def _started(home: Path, batches: range) -> None:
         assert _match(engine).summaries
 
 
+def _next_start_reads_it_all(home: Path, tokenized: list[str]) -> None:
+    """A restart's build takes every summary's text from the snapshot."""
+    tokenized.clear()
+    with open_engine(home) as engine:
+        _match(engine)
+    assert tokenized == []
+
+
 def test_a_restart_reads_the_snapshot_and_tokenizes_nothing(tmp_path: Path, tokenized: list[str]):
     home = tmp_path / "home"
     _started(home, range(3))
@@ -84,10 +92,7 @@ def test_summaries_written_since_the_snapshot_are_the_only_ones_tokenized(tmp_pa
         assert len(tokenized) == len(changed)
         assert doomed.summary_id not in {s.summary_id for s in restarted.summaries}
         assert_same_matches(restarted, _from_store(engine))
-    tokenized.clear()
-    with open_engine(home) as engine:  # the build saved what it read: the next start reads all of it
-        _match(engine)
-        assert tokenized == []
+    _next_start_reads_it_all(home, tokenized)  # the build saved what it read
 
 
 def test_a_damaged_snapshot_is_ignored_and_replaced(tmp_path: Path, tokenized: list[str]):
@@ -105,10 +110,7 @@ def test_a_damaged_snapshot_is_ignored_and_replaced(tmp_path: Path, tokenized: l
         assert_same_matches(rebuilt, _from_store(engine))
     assert not any(leftover.exists() for leftover in crashed)
     assert sorted(p.name for p in (home / "summary_index").iterdir()) == [_snapshot(home).name]
-    tokenized.clear()
-    with open_engine(home) as engine:
-        _match(engine)
-        assert tokenized == []
+    _next_start_reads_it_all(home, tokenized)
 
 
 def test_a_snapshot_of_another_tokenizer_is_not_used(tmp_path: Path, tokenized: list[str]):
