@@ -18,7 +18,7 @@ from engine.api import ConversationEngine
 from engine.surfaces.cli import main
 from engine.config import Settings
 from engine.maintenance.doctor import diagnose
-from engine.errors import UnknownConversationError, UnknownUserError
+from engine.errors import InvalidInputError, UnknownConversationError, UnknownUserError
 from engine.query.summary_index import summary_text
 from indexers.embedders import Embedder
 from engine.store.embedding_cache import content_hash
@@ -264,6 +264,11 @@ def test_another_users_ids_are_ignored(engine: ConversationEngine) -> None:
         engine.delete_conversation("alice", "bob:continuous:conv:1")
     _assert_bob_intact(engine)
     assert engine.delete_messages("bob", ["alice-c1-2"]) == 0
+    assert engine.get("alice", message_id="alice-c1-2").content.startswith(f"The {WORD}")
+    with pytest.raises(UnknownUserError):  # a clear error, not "0 deleted"
+        engine.delete_messages("nobody", ["alice-c1-2"])
+    with pytest.raises(InvalidInputError, match="user_id must be a string"):
+        engine.delete_messages(T0, [])  # type: ignore[arg-type]
     assert engine.get("alice", message_id="alice-c1-2").content.startswith(f"The {WORD}")
 
 

@@ -48,6 +48,7 @@ class Deleter:
 
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
+        self.store.get_user(user_id)  # an unknown user (or not a user id at all) is an error, not "0 deleted"
         if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, (list, tuple, set, frozenset)) \
                 or not all(isinstance(m, str) for m in message_ids):
             raise InvalidInputError("message_ids must be a list of message id strings")
