@@ -7,7 +7,8 @@ from itertools import repeat
 
 from engine.summaries.said import _has_letter
 from engine.summaries.summarizers import TITLE_PADDING, clamp_title
-from engine.summaries.text import _ASCII_NOT_ALNUM, WORD, ascii_words, count_words, word_count
+from engine.summaries.text import (_ASCII_NOT_ALNUM, _LIST_PREFIX, _SENTENCE_END, WORD, ascii_words, count_words, each_sentence,
+                                   word_count)
 
 
 def test_ascii_word_counts_are_the_words_that_strip_to_something() -> None:
@@ -31,6 +32,20 @@ def test_ascii_words_are_the_word_runs_that_strip_to_three_characters_or_more() 
         expected = [t for t in map(str.strip, WORD.findall(text.lower()), repeat("'-")) if len(t) > 2]
         assert ascii_words(text) == expected, repr(text)
         assert _has_letter(text) == any(c.isalpha() for c in text), repr(text)
+
+
+def test_ascii_text_splits_into_the_sentences_the_general_rule_gives() -> None:
+    """ASCII text is split by a regex without the CJK full stops' alternative: the same sentences."""
+    rng = random.Random(3)
+    alphabet = ["ab", "1", " ", ".", "!", "?", "?!", "...", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "- ", "1) "]
+    for _ in range(50_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        expected = [s.strip() for line in text.splitlines() for s in _SENTENCE_END.split(_strip_marker(line)) if s.strip()]
+        assert list(each_sentence(text)) == expected, repr(text)
+
+
+def _strip_marker(line: str) -> str:
+    return _LIST_PREFIX.sub("", line).strip()
 
 
 def test_a_title_reads_no_more_keywords_than_its_padding() -> None:

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence, cast
 
+from engine.collector import fewer_collections
 from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
 from engine.summaries.summarizers import PureSummarizer, Summarizer
@@ -106,11 +107,13 @@ def _wired(asks: Sequence[Ask]) -> Wired:
 
 
 def texts_of_wired(summarizer: PureSummarizer, asks: Wired) -> list[Texts]:
-    """What a worker runs: each ask's texts, from its turns' fields."""
+    """What a worker runs: each ask's texts, from its turns' fields (its memo of sentence records
+    lives on, so young collections are put off as in the engine's writes)."""
     made = []
-    for turns, titled in asks:
-        spoken = [TurnText._make(turn) for turn in turns]
-        made.append(Texts(summarizer.summarize(spoken), summarizer.title(spoken) if titled else None))
+    with fewer_collections():
+        for turns, titled in asks:
+            spoken = [TurnText._make(turn) for turn in turns]
+            made.append(Texts(summarizer.summarize(spoken), summarizer.title(spoken) if titled else None))
     return made
 
 
