@@ -22,7 +22,10 @@ from engine.store.ingest import Append
 
 __all__ = ["ingest_batches", "INGEST_CHUNK"]
 
-INGEST_CHUNK = 1000  # messages per Ingestor call: bounds each Arrow insert, keeps the bar moving
+INGEST_CHUNK = 10_000
+"""Messages per Ingestor call: bounds each Arrow insert and keeps the bar moving. A call costs ~13
+statements (~11 ms) besides its rows: at 1,000 a call they were a quarter of a 100k import's store
+phase (4.4 s; 3.2-3.3 s at 10,000)."""
 
 
 def ingest_batches(ctx: ImportContext, batches: Iterable[ThreadBatch]) -> Totals:
