@@ -115,8 +115,7 @@ class ConversationEngine:
         with self._writing(user_id):
             self.store.get_user(user_id)  # a bad or unknown user fails here, before the index is opened
             first_label = self.pipeline.next_label(user_id)  # before the store: a shard loaded later takes the batch in
-            with phase("store"):
-                self.summaries.expect(len(batch))
+            with phase("store"), self.summaries.storing(len(batch)):
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
             log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
                      len(result.inserted), len(result.duplicates))
@@ -166,8 +165,7 @@ class ConversationEngine:
         phase = Phases()
         with self._writing(), file_errors(path):
             log.info("import path=%s format=%s: reading and storing", path, fmt)
-            with phase("store"):
-                self.summaries.expect(None)
+            with phase("store"), self.summaries.storing(None):
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
                                      timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
             with phase("rewrite"):

@@ -8,14 +8,16 @@ import io
 import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.models import Message
-from engine.subprocesses import read_frame, write_frame
-from engine.summaries.workers import PARALLEL_MIN_TURNS, Ask, SummaryWorkers
+import engine.summaries.workers as workers_module
+from engine.subprocesses import WorkerProcess, read_frame, write_frame
+from engine.summaries.workers import PARALLEL_MIN_TURNS, Ask, SummaryWorkers, lane_of, read_ahead_of
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=timezone.utc)
 LATER = datetime(2024, 6, 1, tzinfo=timezone.utc)
@@ -144,3 +146,37 @@ def test_summaries_made_while_indexing_are_written_even_when_indexing_fails(tmp_
         assert engine.summaries.workers._workers  # the summaries were made in a worker
         stored = _summaries(engine)
     assert stored and stored == _ingested(tmp_path / "alone", 0, [batch])[0]
+
+
+@pytest.mark.process
+def test_a_bulk_store_sends_each_worker_the_first_turns_of_its_days(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a bulk batch is stored, each worker is sent the quotable turns of the days it will
+    summarise, in stored order, up to READ_AHEAD_TURNS; a one-message ingest sends nothing."""
+    monkeypatch.setattr(workers_module, "READ_AHEAD_TURNS", 100)
+    sent: dict[int, list[str]] = {0: [], 1: []}
+    real_call = WorkerProcess.call
+
+    def spying(worker: WorkerProcess, function: Callable[..., Any], *args: Any) -> Any:
+        if function is read_ahead_of:
+            sent[engine.summaries.workers._workers.index(worker)].extend(args[1])
+        return real_call(worker, function, *args)
+    monkeypatch.setattr(WorkerProcess, "call", spying)
+    tool = {"role": "tool", "content": "A tool's output: nothing to quote.", "created_at": (T0 - timedelta(hours=1)).isoformat()}
+    batch = [tool, *_thread(12, 60)]
+    with ConversationEngine(tmp_path / "w", settings=Settings(summary_workers=2), embedder=None,
+                            clock=lambda: LATER) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch, index=False)
+        reader = engine.summaries.workers._reader
+        assert reader is not None
+        reader.submit(lambda: None).result()  # every read-ahead call made (one carrier, in order)
+        turns = engine.store.messages_in_range(engine.store.continuous_thread("u").thread_id, 1, 10_000)
+        expected: dict[int, list[str]] = {0: [], 1: []}
+        for turn in turns:
+            if turn.kind == "turn" and turn.role != "tool":
+                expected[lane_of(turn.day_label) % 2].append(turn.content)
+        assert sent == {lane: texts[:100] for lane, texts in expected.items()} and all(sent.values())
+        engine.ingest("u", [{"role": "user", "content": "One more thing about the invoice."}], index=False)
+        reader.submit(lambda: None).result()
+        assert len(sent[0]) == len(sent[1]) == 100

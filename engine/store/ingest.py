@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Callable, Mapping, Sequence
 
 from engine.errors import InvalidInputError, InvalidTimestampError
-from engine.models import ROLES, IngestResult, NewMessage
+from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store.core import Store
 from engine.store.placing import Placement, check_order, day_spans, place
 from engine.text_rules import id_problem, surrogate_problem
@@ -43,6 +43,7 @@ class Ingestor:
         self.idle_timeout = idle_timeout
         self.clock = clock
         self.future_tolerance = future_tolerance
+        self.on_stored: Callable[[Sequence[Message]], None] | None = None  # told each batch stored, in its transaction
 
     def time_problem(self, moment: datetime) -> str | None:
         """Why an aware UTC message time cannot be stored now (None when it can)."""
@@ -75,6 +76,8 @@ class Ingestor:
                 placements.append(place(thread_id, user_id, stamped, last_seq, tz, latest.get(thread_id),
                                         self.idle_timeout, append.as_conversation is not None))
             opened = self._write(user_id, placements, [a.as_conversation for a in appends])
+            if self.on_stored is not None:
+                self.on_stored([m for p in placements for m in p.messages])
         return [IngestResult(
             thread_id=thread_id, inserted=tuple(m.message_id for m in p.messages), duplicates=tuple(news[thread_id][1]),
             first_seq=p.messages[0].seq if p.messages else None, last_seq=p.messages[-1].seq if p.messages else None,

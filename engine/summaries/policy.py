@@ -17,9 +17,10 @@ never summarised and never counted.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 from engine.config import Settings
@@ -33,7 +34,7 @@ from engine.summaries.backfill import Backfill
 from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, ThreadTurns, conversation_brief, in_time_order
 from engine.summaries.ids import conversation_summary_id, day_summary_id, range_summary_id
 from engine.summaries.retries import RetryQueue, SummaryJob
-from engine.summaries.workers import (BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, distinct_asks,
+from engine.summaries.workers import (BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, distinct_asks, lane_of,
                                        texts_of)
 from engine.timeutil import utcnow, zone
 from engine.validation import seq_range
@@ -86,16 +87,32 @@ class SummaryService:
         workers = settings.summary_workers
         self.workers = SummaryWorkers(default_workers() if workers is None else workers)
         self.backfill = Backfill(self)  # imports, backfill and the scheduled close: many threads at once
+        self._bulk_stores = 0  # bulk batches being stored (`storing`)
+        self.ingestor.on_stored = self._stored
 
     def close(self) -> None:
         """Stop the summary workers (started only by a large block)."""
         self.workers.close()
 
-    def expect(self, messages: int | None) -> None:
-        """A batch of `messages` (None: a file, size unknown) is about to be stored: a bulk one
-        starts the summary workers now, so they are ready when its summaries are."""
-        if self.summarizer is not None and (messages is None or messages >= BULK_MESSAGES):
-            self.workers.warm(self.summarizer)
+    @contextmanager
+    def storing(self, messages: int | None) -> Iterator[None]:
+        """A batch of `messages` (None: a file, size unknown) is being stored: a bulk one starts the
+        summary workers now, and they read its turns ahead as they are stored, so they are ready
+        when its summaries are (`SummaryWorkers.read_ahead`)."""
+        if self.summarizer is None or (messages is not None and messages < BULK_MESSAGES):
+            yield
+            return
+        self.workers.warm(self.summarizer)
+        self._bulk_stores += 1
+        try:
+            yield
+        finally:
+            self._bulk_stores -= 1
+
+    def _stored(self, messages: Sequence[Message]) -> None:
+        """The Ingestor's word on what it stored: a bulk store's turns are read ahead."""
+        if self._bulk_stores and self.summarizer is not None:
+            self.workers.read_ahead(self.summarizer, messages)
 
     # On request --------------------------------------------------------------------------------
     def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
@@ -228,14 +245,14 @@ class SummaryService:
         if job.kind == "day":
             segment = days.get(job.target)
             quoted = turns.between(segment.thread_id, segment.starts_at_seq, segment.ends_at_seq) if segment else []
-            return Ask(quoted, False, quoted[0].day_label.toordinal()) if quoted else None
+            return Ask(quoted, False, lane_of(quoted[0].day_label)) if quoted else None
         conversation = conversations.get(job.target)
         quoted = [] if conversation is None else [
             m for m in turns.between(conversation.thread_id, conversation.first_seq, conversation.last_seq)
             if m.conversation_id == job.target]
         if conversation is None or not quoted:
             return None
-        return Ask(quoted, not conversation.title, quoted[0].day_label.toordinal())  # keep a title given at import
+        return Ask(quoted, not conversation.title, lane_of(quoted[0].day_label))  # keep a title given at import
 
     def _made(self, job: SummaryJob, ask: Ask, texts: Texts, days: Mapping[str, DaySegment],
               conversations: Mapping[str, Conversation], known: Mapping[str, datetime], tz: ZoneInfo) -> Made:

@@ -8,10 +8,12 @@ from functools import lru_cache, wraps
 from typing import Callable, Iterator, TypeVar
 
 __all__ = ["split_sentences", "sentences_in", "each_sentence", "word_count", "count_words", "WORD", "ascii_words",
-           "content_words", "spaced_words", "memo", "normalise",
+           "content_words", "spaced_words", "memo", "normalise", "MEMO_SIZE",
            "CJK", "STOPWORDS", "CHAT_WORDS"]
 
 T = TypeVar("T")
+
+MEMO_SIZE = 1 << 14  # texts each memo keeps (`memo`)
 
 _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
 # after . ! ? … with white space; after CJK full stops with or without it
@@ -71,7 +73,7 @@ def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
     """fn with its results memoised for texts up to 4,000 characters (at most 16k of them, ~64 MB
     at worst): a message is read by its day's summary, its conversation's summary and title and
     the day's progress updates, and each sentence's words are looked at several times."""
-    cached = lru_cache(maxsize=1 << 14)(fn)
+    cached = lru_cache(maxsize=MEMO_SIZE)(fn)
 
     @wraps(fn)
     def memoised(text: str) -> T:

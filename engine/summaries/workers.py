@@ -15,6 +15,12 @@ each turn as the four fields a summarizer reads (`Spoken`): pickling whole Messa
 times and metadata, cost the engine ~2 CPU s per 100k turns sent, and the worker as much again.
 Each worker has its own carrier thread, so one that finishes its share of a block goes on to its
 share of the next instead of waiting for the other.
+
+While a bulk batch is being stored, its turns go to the worker of their day as they are stored, and
+it reads them ahead (memoises their sentences' records), up to what its memo holds: the workers
+would sit idle until the summaries began, and the first blocks' turns are then read already. One
+worker reads at a time, so the engine storing the rest keeps a core (two at once slowed the store
+by a third).
 """
 
 from __future__ import annotations
@@ -22,21 +28,30 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import date
 from typing import NamedTuple, Sequence, cast
 
 from engine.collector import fewer_collections
 from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
-from engine.summaries.summarizers import PureSummarizer, Summarizer
+from engine.summaries.summarizers import PureSummarizer, Summarizer, quotable
+from engine.summaries.text import MEMO_SIZE
 
 __all__ = ["Ask", "Texts", "TurnText", "DistinctAsks", "distinct_asks", "PendingTexts", "SummaryWorkers", "texts_of",
-           "texts_of_wired", "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES"]
+           "texts_of_wired", "read_ahead_of", "lane_of", "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES",
+           "READ_AHEAD_TURNS"]
 
 log = logging.getLogger("convsearch.summaries")
 log.addHandler(logging.NullHandler())
 
 PARALLEL_MIN_TURNS = 1000  # turns a block's jobs read before workers pay off (a worker starts in ~0.5 s, once)
 BULK_MESSAGES = PARALLEL_MIN_TURNS // 2  # a batch this large makes such a block: its days' and conversations' turns
+READ_AHEAD_TURNS = MEMO_SIZE  # turns a worker reads ahead of a bulk store's summaries: what its memo keeps
+
+
+def lane_of(day: date) -> int:
+    """A job's lane, by the day of the first turn it quotes: one day's jobs meet in one process."""
+    return day.toordinal()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +132,13 @@ def texts_of_wired(summarizer: PureSummarizer, asks: Wired) -> list[Texts]:
     return made
 
 
+def read_ahead_of(summarizer: PureSummarizer, texts: Sequence[str]) -> int:
+    """What a worker runs to read turns ahead (`SummaryWorkers.read_ahead`); how many it read."""
+    with fewer_collections():
+        summarizer.read_ahead(texts)
+    return len(texts)
+
+
 def default_workers() -> int:
     """As many as the cores the process may use, at most 4; none on one core. The engine indexes
     while they work, yet one worker on 2 cores left it waiting for summaries (100k ingest:
@@ -152,6 +174,8 @@ class SummaryWorkers:
         self.processes = processes
         self._workers: list[WorkerProcess] = []
         self._carriers: list[ThreadPoolExecutor] = []  # one a worker: its calls queue behind its own
+        self._reader: ThreadPoolExecutor | None = None  # carries the read-ahead calls, one at a time
+        self._read_ahead = [0] * processes  # turns each worker was sent to read in this bulk store
 
     def start(self, summarizer: Summarizer, asks: Sequence[Ask]) -> PendingTexts | None:
         """The asks sent to the workers, one lane each; None when the block should be made here,
@@ -170,8 +194,29 @@ class SummaryWorkers:
 
     def warm(self, summarizer: Summarizer) -> None:
         """Start the workers now, when a large batch is on its way: a worker takes ~0.5 s to start,
-        spent beside the engine storing the batch instead of before its first summaries."""
+        spent beside the engine storing the batch instead of before its first summaries. The
+        batch's turns may then be read ahead, afresh."""
         self._ready(summarizer)
+        self._read_ahead = [0] * self.processes
+
+    def read_ahead(self, summarizer: Summarizer, stored: Sequence[Message]) -> None:
+        """Send the quotable turns just stored to the worker of their day, up to READ_AHEAD_TURNS a
+        worker since `warm`, to be read there while the engine stores the rest (see the module's
+        docstring). Nothing is sent when the workers are not running."""
+        if not self._workers or not getattr(summarizer, "pure", False):
+            return
+        texts: list[list[str]] = [[] for _ in range(self.processes)]
+        for turn in quotable(stored):
+            lane = lane_of(turn.day_label) % self.processes
+            if self._read_ahead[lane] < READ_AHEAD_TURNS:
+                self._read_ahead[lane] += 1
+                texts[lane].append(turn.content)
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="summary-read-ahead")
+        pure = cast(PureSummarizer, summarizer)
+        for worker, mine in zip(self._workers, texts):
+            if mine:  # a failure shows in the worker's next block, which is then made here
+                self._reader.submit(worker.call, read_ahead_of, pure, mine)
 
     def _ready(self, summarizer: Summarizer) -> tuple[list[WorkerProcess], list[ThreadPoolExecutor]] | None:
         """The running workers and their carriers, started if need be; None when `summarizer`
@@ -196,6 +241,9 @@ class SummaryWorkers:
     def close(self) -> None:
         workers, self._workers = self._workers, []
         carriers, self._carriers = self._carriers, []
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.shutdown(wait=True, cancel_futures=True)  # before the workers' input ends
         for worker in workers:
             worker.end_input()  # all at once: they exit side by side
         for worker in workers:
