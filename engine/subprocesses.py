@@ -35,7 +35,10 @@ def usable_cores() -> int:
 
 
 def write_frame(stream: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_pickled(stream, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _write_pickled(stream: IO[bytes], data: bytes) -> None:
     stream.write(len(data).to_bytes(_HEADER, "little"))
     stream.write(data)
     stream.flush()
@@ -106,11 +109,11 @@ def serve() -> None:
             function, args = read_frame(requests)
         except EOFError:
             return
-        try:
-            answer: tuple[bool, object] = (True, function(*args))
+        try:  # a result that does not pickle is an error too: it used to end the worker
+            answer = pickle.dumps((True, function(*args)), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - the caller does the work itself and logs this
-            answer = (False, f"{type(exc).__name__}: {exc}")
-        write_frame(answers, answer)
+            answer = pickle.dumps((False, f"{type(exc).__name__}: {exc}"), protocol=pickle.HIGHEST_PROTOCOL)
+        _write_pickled(answers, answer)
 
 
 if __name__ == "__main__":

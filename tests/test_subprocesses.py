@@ -3,6 +3,7 @@ error out, and always the engine's own code, wherever the engine was started fro
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ def test_an_error_in_a_worker_comes_back_as_text_and_the_worker_serves_on() -> N
         assert worker.call(sorted, [3, 1, 2]) == [1, 2, 3]
         with pytest.raises(WorkerFailed, match="TypeError"):
             worker.call(sorted, [3, "a"])
+        with pytest.raises(WorkerFailed, match="pickle"):  # a result that cannot travel back
+            worker.call(threading.Lock)
         assert worker.call(len, "still serving") == 13
     finally:
         worker.stop()
