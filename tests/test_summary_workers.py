@@ -17,6 +17,7 @@ from engine.config import Settings
 from engine.models import Message
 import engine.summaries.workers as workers_module
 from engine.subprocesses import WorkerProcess, read_frame, write_frame
+from engine.summaries.text import MEMO_MAX_CHARS
 from engine.summaries.workers import PARALLEL_MIN_TURNS, Ask, SummaryWorkers, lane_of, read_ahead_of
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=timezone.utc)
@@ -152,7 +153,8 @@ def test_summaries_made_while_indexing_are_written_even_when_indexing_fails(tmp_
 def test_a_bulk_store_sends_each_worker_the_first_turns_of_its_days(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """While a bulk batch is stored, each worker is sent the quotable turns of the days it will
-    summarise, in stored order, up to READ_AHEAD_TURNS; a one-message ingest sends nothing."""
+    summarise that its memo keeps, in stored order, up to READ_AHEAD_TURNS; a one-message ingest
+    sends nothing."""
     monkeypatch.setattr(workers_module, "READ_AHEAD_TURNS", 100)
     sent: dict[int, list[str]] = {0: [], 1: []}
     real_call = WorkerProcess.call
@@ -163,7 +165,8 @@ def test_a_bulk_store_sends_each_worker_the_first_turns_of_its_days(tmp_path: Pa
         return real_call(worker, function, *args)
     monkeypatch.setattr(WorkerProcess, "call", spying)
     tool = {"role": "tool", "content": "A tool's output: nothing to quote.", "created_at": (T0 - timedelta(hours=1)).isoformat()}
-    batch = [tool, *_thread(12, 60)]
+    long = {"role": "user", "content": "A long paste. " * 400, "created_at": (T0 - timedelta(minutes=30)).isoformat()}
+    batch = [tool, long, *_thread(12, 60)]
     with ConversationEngine(tmp_path / "w", settings=Settings(summary_workers=2), embedder=None,
                             clock=lambda: LATER) as engine:
         engine.add_user("u", "UTC")
@@ -174,7 +177,7 @@ def test_a_bulk_store_sends_each_worker_the_first_turns_of_its_days(tmp_path: Pa
         turns = engine.store.messages_in_range(engine.store.continuous_thread("u").thread_id, 1, 10_000)
         expected: dict[int, list[str]] = {0: [], 1: []}
         for turn in turns:
-            if turn.kind == "turn" and turn.role != "tool":
+            if turn.kind == "turn" and turn.role != "tool" and len(turn.content) <= MEMO_MAX_CHARS:
                 expected[lane_of(turn.day_label) % 2].append(turn.content)
         assert sent == {lane: texts[:100] for lane, texts in expected.items()} and all(sent.values())
         engine.ingest("u", [{"role": "user", "content": "One more thing about the invoice."}], index=False)

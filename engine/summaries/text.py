@@ -8,12 +8,13 @@ from functools import lru_cache, wraps
 from typing import Callable, Iterator, TypeVar
 
 __all__ = ["split_sentences", "sentences_in", "each_sentence", "word_count", "count_words", "WORD", "ascii_words",
-           "content_words", "spaced_words", "memo", "normalise", "MEMO_SIZE",
+           "content_words", "spaced_words", "memo", "normalise", "MEMO_SIZE", "MEMO_MAX_CHARS",
            "CJK", "STOPWORDS", "CHAT_WORDS"]
 
 T = TypeVar("T")
 
 MEMO_SIZE = 1 << 14  # texts each memo keeps (`memo`)
+MEMO_MAX_CHARS = 4000  # and the longest it keeps
 
 _CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
 # after . ! ? … with white space; after CJK full stops with or without it
@@ -77,7 +78,7 @@ def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
 
     @wraps(fn)
     def memoised(text: str) -> T:
-        return cached(text) if len(text) <= 4000 else fn(text)
+        return cached(text) if len(text) <= MEMO_MAX_CHARS else fn(text)
     return memoised
 
 

@@ -35,7 +35,7 @@ from engine.collector import fewer_collections
 from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
 from engine.summaries.summarizers import PureSummarizer, Summarizer, quotable
-from engine.summaries.text import MEMO_SIZE
+from engine.summaries.text import MEMO_MAX_CHARS, MEMO_SIZE
 
 __all__ = ["Ask", "Texts", "TurnText", "DistinctAsks", "distinct_asks", "PendingTexts", "SummaryWorkers", "texts_of",
            "texts_of_wired", "read_ahead_of", "lane_of", "default_workers", "PARALLEL_MIN_TURNS", "BULK_MESSAGES",
@@ -200,13 +200,15 @@ class SummaryWorkers:
         self._read_ahead = [0] * self.processes
 
     def read_ahead(self, summarizer: Summarizer, stored: Sequence[Message]) -> None:
-        """Send the quotable turns just stored to the worker of their day, up to READ_AHEAD_TURNS a
-        worker since `warm`, to be read there while the engine stores the rest (see the module's
+        """Send the quotable turns just stored (those a memo keeps) to the worker of their day, up to
+        READ_AHEAD_TURNS a worker since `warm`, to be read there while the engine stores the rest (see the module's
         docstring). Nothing is sent when the workers are not running."""
         if not self._workers or not getattr(summarizer, "pure", False):
             return
         texts: list[list[str]] = [[] for _ in range(self.processes)]
         for turn in quotable(stored):
+            if len(turn.content) > MEMO_MAX_CHARS:
+                continue  # not memoised: read where it is quoted
             lane = lane_of(turn.day_label) % self.processes
             if self._read_ahead[lane] < READ_AHEAD_TURNS:
                 self._read_ahead[lane] += 1
