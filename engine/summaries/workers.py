@@ -200,9 +200,9 @@ class SummaryWorkers:
         self._read_ahead = [0] * self.processes
 
     def read_ahead(self, summarizer: Summarizer, stored: Sequence[Message]) -> None:
-        """Send the quotable turns just stored (those a memo keeps) to the worker of their day, up to
-        READ_AHEAD_TURNS a worker since `warm`, to be read there while the engine stores the rest (see the module's
-        docstring). Nothing is sent when the workers are not running."""
+        """Send the quotable turns just stored (those a memo keeps) to the worker of their day, up
+        to READ_AHEAD_TURNS a worker since `warm`, to be read there while the engine stores the
+        rest (see the module's docstring). Nothing is sent when the workers are not running."""
         if not self._workers or not getattr(summarizer, "pure", False):
             return
         texts: list[list[str]] = [[] for _ in range(self.processes)]
