@@ -76,8 +76,6 @@ class Ingestor:
                 placements.append(place(thread_id, user_id, stamped, last_seq, tz, latest.get(thread_id),
                                         self.idle_timeout, append.as_conversation is not None))
             opened = self._write(user_id, placements, [a.as_conversation for a in appends])
-            if self.on_stored is not None:
-                self.on_stored([m for p in placements for m in p.messages])
         return [IngestResult(
             thread_id=thread_id, inserted=tuple(m.message_id for m in p.messages), duplicates=tuple(news[thread_id][1]),
             first_seq=p.messages[0].seq if p.messages else None, last_seq=p.messages[-1].seq if p.messages else None,
@@ -115,7 +113,8 @@ class Ingestor:
         return thread_ids
 
     def _write(self, user_id: str, placements: Sequence[Placement], titles: Sequence[str | None]) -> list[tuple[str, date]]:
-        """The placed messages and what changes with them; returns the (thread, day) pairs that opened."""
+        """The placed messages and what changes with them, `on_stored` told; returns the (thread, day) pairs
+        that opened."""
         timeline = self.store.timeline
         placed = [m for p in placements for m in p.messages]
         self.store.insert_messages(placed)
@@ -127,7 +126,10 @@ class Ingestor:
                 timeline.end_conversation(conversation_id, at, "idle")
         timeline.insert_conversations([row for p, title in zip(placements, titles)
                                        for row in p.conversation_rows(user_id, title)])
-        return timeline.touch_days(user_id, day_spans(placed), self.clock())
+        opened = timeline.touch_days(user_id, day_spans(placed), self.clock())
+        if self.on_stored is not None:
+            self.on_stored(placed)
+        return opened
 
     def end_conversation(self, thread_id: str, reason: str) -> str | None:
         """Explicitly end the open conversation; the next message starts a new one."""
