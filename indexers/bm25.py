@@ -41,6 +41,7 @@ from engine.errors import IndexStateError, InvalidInputError
 from indexers.mapped import release
 from indexers.bm25_query import Bm25Match, PostingSlice, TermPostings
 from indexers.bm25_files import ARRAYS, FORMAT, MMAPPED, inconsistencies, replace_file, save_array
+from indexers.encoded_tokens import EncodedTokens
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 from indexers.distinct import all_distinct
 
@@ -101,18 +102,23 @@ class Bm25Index:
 
     # ----- mutation
 
-    def add(self, labels: Sequence[int], token_lists: Sequence[Sequence[str]]) -> None:
-        """Index new documents; a label already present (or repeated in the batch) is refused."""
+    def add(self, labels: Sequence[int], token_lists: Sequence[Sequence[str]] | EncodedTokens) -> None:
+        """Index new documents (their token lists, or all their tokens encoded); a label already
+        present (or repeated in the batch) is refused."""
         new = _as_labels(labels)
         if len(new) != len(token_lists):
             raise InvalidInputError(f"add() got {len(new)} labels but {len(token_lists)} token lists")
-        if any(isinstance(t, str) for t in token_lists):
+        if not isinstance(token_lists, EncodedTokens) and any(isinstance(t, str) for t in token_lists):
             raise InvalidInputError("token_lists must hold token sequences, not strings: tokenize first")
         if not len(new):
             return
         self._check_new_labels(new)
-        lengths = np.fromiter(map(len, token_lists), np.int64, len(new))
-        segment = batch_segment(self._term_ids(list(chain.from_iterable(token_lists))), lengths, len(self))
+        if isinstance(token_lists, EncodedTokens):
+            lengths, term_ids = token_lists.lengths, self._encoded_term_ids(token_lists)
+        else:
+            lengths = np.fromiter(map(len, token_lists), np.int64, len(new))
+            term_ids = self._term_ids(list(chain.from_iterable(token_lists)))
+        segment = batch_segment(term_ids, lengths, len(self))
         self._df += np.bincount(segment.posting_terms(), minlength=len(self._df))
         self._increasing = self._increasing and bool(np.all(np.diff(new) > 0)) and (
             not len(self) or bool(new[0] > self._labels[-1])
@@ -170,6 +176,19 @@ class Bm25Index:
 
     def _term_ids(self, tokens: list[str]) -> np.ndarray:
         """Term id of every token, giving new terms ids in sorted order (deterministic files)."""
+        self._learn(tokens)
+        return np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
+
+    def _encoded_term_ids(self, encoded: EncodedTokens) -> np.ndarray:
+        """`_term_ids` of encoded tokens: each listed term looked up once. New terms get the ids
+        that the same tokens as lists would give them: the same set, sorted."""
+        if len(encoded.ids) and not (0 <= int(encoded.ids.min()) and int(encoded.ids.max()) < len(encoded.terms)):
+            raise InvalidInputError("encoded tokens point past their list of terms")
+        self._learn(encoded.terms)
+        return np.fromiter(map(self._vocab.__getitem__, encoded.terms), np.int64, len(encoded.terms))[encoded.ids]
+
+    def _learn(self, tokens: list[str]) -> None:
+        """Give the terms among `tokens` not in the vocabulary the next ids, in sorted order."""
         try:
             fresh = set(tokens).difference(self._vocab)
         except TypeError as exc:
@@ -181,7 +200,6 @@ class Bm25Index:
             self._terms.extend(sorted(fresh))
             self._vocab.update(zip(self._terms[start:], range(start, len(self._terms))))
             self._df = np.concatenate((self._df, np.zeros(len(fresh), np.int64)))
-        return np.fromiter(map(self._vocab.__getitem__, tokens), np.int64, len(tokens))
 
     def _merge_tail(self) -> None:
         segs = self._segments

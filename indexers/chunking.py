@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from engine.config import default
 from engine.errors import InvalidInputError
@@ -118,7 +118,7 @@ class Window(Protocol):
 
 class Turn(Spoken, Protocol):
     """What chunking reads of a message (its words, and where it is): an `engine.models.Message`,
-    or the slimmer record a worker process chunks (indexers/parallel_chunks.py)."""
+    or the slimmer `TurnRow`."""
 
     @property
     def message_id(self) -> str: ...
@@ -128,6 +128,20 @@ class Turn(Spoken, Protocol):
     def seq(self) -> int: ...
     @property
     def tools_used(self) -> Sequence[str]: ...
+
+
+class TurnRow(NamedTuple):
+    """A `Turn` as a plain tuple: what the index reads of a message from the store's Arrow table
+    (no Message objects for a whole thread) and what a worker process is sent of it."""
+
+    message_id: str
+    thread_id: str
+    seq: int
+    role: str
+    content: str
+    speaker: str | None
+    tools_used: tuple[str, ...]
+    kind: str
 
 
 def lines_of(text: str, line_ends: Sequence[int]) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ the engine's process chunks the first, worker processes (engine/subprocesses.py)
 from its cut to a little past the next one. Where a segment's windows reach a start of the next
 segment's windows, the next segment's take over. On a 100k-message generated thread the two
 met at the cut's first or second window; where they do not meet, the caller chunks the thread
-alone. Workers also tokenize their windows for BM25, the other half of a build's CPU.
+alone. Workers also tokenize their windows for BM25, the other half of a build's CPU, and send
+the tokens encoded (indexers/encoded_tokens.py).
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import operator
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from engine.collector import fewer_collections
 from engine.subprocesses import WorkerProcess
-from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, chunk_thread
+from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, TurnRow, chunk_thread
+from indexers.encoded_tokens import EncodedTokens
 from indexers.lexical import LexicalTokenizer
 
-__all__ = ["PARALLEL_MIN_MESSAGES", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched"]
+__all__ = ["PARALLEL_MIN_MESSAGES", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched", "tokens_of"]
 
 log = logging.getLogger("convsearch.index")
 
@@ -32,33 +34,23 @@ PARALLEL_MIN_MESSAGES = 10_000  # below this a worker's start (~0.5 s) and the t
 _REACH = 256  # messages a segment reads past the next one's cut, so that the two meet
 _FIELDS = operator.attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as a tuple: half the pickling time
 
-Chunked = tuple[list[Chunk], list[list[str]]]  # windows in order, and each one's BM25 tokens
+Chunked = tuple[list[Chunk], EncodedTokens]  # windows in order, and their BM25 tokens
+
+_TURN_FIELDS = operator.attrgetter(*TurnRow._fields)  # a message as the tuple a worker rebuilds its TurnRow from
 
 
-class _Turn(NamedTuple):
-    """What a worker is sent of each message: what chunking reads (`Turn`), as a plain tuple."""
-
-    message_id: str
-    thread_id: str
-    seq: int
-    role: str
-    content: str
-    speaker: str | None
-    tools_used: tuple[str, ...]
-    kind: str
-
-
-_TURN_FIELDS = operator.attrgetter(*_Turn._fields)  # a message as the tuple a worker rebuilds its _Turn from
-
-
-def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tuple[list[tuple], list[str]]:
-    """A worker's share: the windows of one segment as field tuples, and each one's tokens joined by
-    spaces (a token never holds whitespace), which travel back far faster than lists of strings.
+def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tuple[list[tuple], EncodedTokens]:
+    """A worker's share: the windows of one segment as field tuples, and their tokens encoded.
     `warm`: the engine's word counter and tokenizer, pickled with their memos (`_warm`)."""
     counter, tokenizer = pickle.loads(warm)
     with fewer_collections():  # as the engine's process builds: most of what is made here lives on
-        chunks = chunk_thread([_Turn(*row) for row in rows], params, counter)
-        return [_FIELDS(chunk) for chunk in chunks], [" ".join(tokenizer.tokenize(chunk.text)) for chunk in chunks]
+        chunks = chunk_thread(list(map(TurnRow._make, rows)), params, counter)
+        return [_FIELDS(chunk) for chunk in chunks], tokens_of(chunks, tokenizer)
+
+
+def tokens_of(chunks: Sequence[Chunk], tokenizer: LexicalTokenizer) -> EncodedTokens:
+    """The windows' BM25 tokens, encoded."""
+    return EncodedTokens.of([tokenizer.tokenize(chunk.text) for chunk in chunks])
 
 
 def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter,
@@ -76,7 +68,7 @@ def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: To
         with ThreadPoolExecutor(workers, thread_name_prefix="chunk-worker") as carriers:
             futures = [carriers.submit(_chunk_elsewhere, processes, segment, params, warm) for segment in segments[1:]]
             own = chunk_thread(segments[0], params, counter)
-            parts = [(own, [tokenizer.tokenize(chunk.text) for chunk in own])]
+            parts = [(own, tokens_of(own, tokenizer))]
             parts.extend(future.result() for future in futures)
     except OSError as exc:  # WorkerFailed, or a worker that could not start
         log.warning("chunking in worker processes failed (%s): the thread is chunked in the engine's process", exc)
@@ -103,10 +95,7 @@ def _chunk_elsewhere(processes: list[WorkerProcess], segment: Sequence[Turn], pa
     processes.append(process)
     rows = list(map(_TURN_FIELDS, segment))
     chunks, tokens = process.call(chunk_segment, rows, params, warm)
-    # one string per distinct token, as the engine's tokenizer gives them: split() alone made one per
-    # occurrence, which added 1.5 GB to the peak of a 1M-message reindex
-    one: dict[str, str] = {}
-    return [Chunk(*fields) for fields in chunks], [[one.setdefault(t, t) for t in joined.split()] for joined in tokens]
+    return [Chunk(*fields) for fields in chunks], tokens
 
 
 def stitched(parts: Sequence[Chunked]) -> Chunked | None:
@@ -114,7 +103,7 @@ def stitched(parts: Sequence[Chunked]) -> Chunked | None:
     start of the next one's. Every start in the run so far is the whole run's: each depends on the
     window before it and the message after that window's end, which the segment holds; only the
     segment's last window may be cut short, and the next segment's windows replace it."""
-    chunks, tokens = list(parts[0][0]), list(parts[0][1])
+    chunks, tokens = list(parts[0][0]), parts[0][1]
     for more, more_tokens in parts[1:]:
         starts = {chunk.from_seq for chunk in chunks}
         meet = next((chunk.from_seq for chunk in more if chunk.from_seq in starts), None)
@@ -122,5 +111,6 @@ def stitched(parts: Sequence[Chunked]) -> Chunked | None:
             return None
         keep = bisect.bisect_left([chunk.from_seq for chunk in chunks], meet)
         take = bisect.bisect_left([chunk.from_seq for chunk in more], meet)
-        chunks[keep:], tokens[keep:] = more[take:], more_tokens[take:]
+        chunks[keep:] = more[take:]
+        tokens = EncodedTokens.joined([tokens.take(range(keep)), more_tokens.take(range(take, len(more)))])
     return chunks, tokens

@@ -25,20 +25,20 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from engine.models import Message
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
-from indexers.thread_reads import messages_of_threads
+from indexers.thread_reads import tables_of_threads, turns_by_thread
 from indexers.window_vectors import message_lines_to_embed, put_message_vectors, texts_to_embed, vectors_of
 from indexers.bm25 import Bm25Index, Bm25Params
-from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
+from indexers.chunking import Chunk, ChunkParams, Turn, WordPieceCounter, chunk_thread, lines_of
 from indexers.heap import release_free_memory
 from indexers.embedders import Embedder
 from engine.store.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
-from indexers.parallel_chunks import chunk_in_parallel
+from indexers.encoded_tokens import EncodedTokens
+from indexers.parallel_chunks import Chunked, chunk_in_parallel, tokens_of
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
@@ -79,7 +79,7 @@ class IndexReport:
                    per_second(windows, seconds), phase.seconds())
 
 
-def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Message], int]], params: ChunkParams,
+def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]], params: ChunkParams,
                   counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
     """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
     their last windows on into the shard and advance its manifest; (added, removed). Each thread is
@@ -88,29 +88,36 @@ def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Message], int
     worker builds shards with it too."""
     old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
     fresh: list[Chunk] = []
-    tokens: list[list[str] | None] = []
+    tokens: list[EncodedTokens] = []
     marks: dict[str, tuple[int, int]] = {}
     for thread_id, (messages, last_seq) in tails.items():
         made, made_tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
-                             or (chunk_thread(messages, params, counter), None))
+                             or _chunked_here(messages, params, counter, shard.tokenizer))
         fresh += made
-        tokens += made_tokens if made_tokens is not None else [None] * len(made)
+        tokens.append(made_tokens)
         marks[thread_id] = (last_seq, made[-1].from_seq if made else shard.manifest.tails.get(thread_id, 0))
-    removed, added = _replace_chunks(shard, [label for labels in old.values() for label in labels], fresh, tokens)
+    removed, added = _replace_chunks(shard, [label for labels in old.values() for label in labels], fresh,
+                                     EncodedTokens.joined(tokens))
     shard.manifest = shard.manifest.advanced(marks, chunks=len(shard.chunks), next_label=shard.manifest.next_label)
     return added, removed
 
 
+def _chunked_here(messages: Sequence[Turn], params: ChunkParams, counter: WordPieceCounter,
+                  tokenizer: LexicalTokenizer) -> Chunked:
+    made = chunk_thread(messages, params, counter)
+    return made, tokens_of(made, tokenizer)
+
+
 def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk],
-                    tokens: Sequence[list[str] | None]) -> tuple[int, int]:
-    """Swap old chunks for fresh ones (with their BM25 tokens where made already), keeping (and not
-    re-embedding) those whose id is unchanged."""
+                    tokens: EncodedTokens) -> tuple[int, int]:
+    """Swap old chunks for fresh ones (with their BM25 tokens), keeping (and not re-embedding)
+    those whose id is unchanged."""
     old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
     fresh_ids = {c.chunk_id for c in fresh}
     doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
     shard.remove(doomed)
     new = [i for i, c in enumerate(fresh) if c.chunk_id not in old_ids]
-    added = shard.add([fresh[i] for i in new], [tokens[i] for i in new])
+    added = shard.add([fresh[i] for i in new], tokens.take(new))
     return len(doomed), len(added)
 
 
@@ -241,9 +248,11 @@ class IndexPipeline:
         their tails on put into the shard and re-chunked; (messages, windows added, removed)."""
         behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
                   if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
-        for read in messages_of_threads(self.store, behind):
-            messages = sum(behind[t][1] - shard.manifest.watermarks.get(t, 0) for t in read)
-            shard.messages.put(m for found in read.values() for m in found)
+        for threads, table in tables_of_threads(self.store, behind):
+            messages = sum(behind[t][1] - shard.manifest.watermarks.get(t, 0) for t in threads)
+            shard.messages.put_arrow(table)
+            read = turns_by_thread(threads, table)
+            del table  # its texts are the turns' now: a long thread's would be held twice
             added, removed = rechunk_tails(shard, {t: (found, behind[t][1]) for t, found in read.items()},
                                            self.params.chunk, self.counter, self.params.build_workers)
             yield messages, added, removed

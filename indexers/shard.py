@@ -28,6 +28,7 @@ from engine.errors import IndexStateError
 from indexers.bm25 import Bm25Index
 from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, read_old_chunks, write_chunks
 from indexers.chunking import Chunk
+from indexers.encoded_tokens import EncodedTokens
 from indexers.hnsw import HnswIndex, HnswParams
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import Manifest
@@ -87,13 +88,12 @@ class Shard:
         return self.changes != self.saved_changes
 
     # Changes --------------------------------------------------------------------------------
-    def add(self, chunks: Sequence[Chunk], tokens: Sequence[list[str] | None] | None = None) -> np.ndarray:
+    def add(self, chunks: Sequence[Chunk], tokens: EncodedTokens | None = None) -> np.ndarray:
         """Add chunks lexically (searchable at once), with their BM25 tokens where made already
-        (indexers/parallel_chunks.py; None: tokenized here); vectors come with `set_vectors`."""
+        (indexers/pipeline.py; None: tokenized here); vectors come with `set_vectors`."""
         start = self.manifest.next_label
         labels = np.arange(start, start + len(chunks), dtype=np.int64)
-        made = tokens if tokens is not None else [None] * len(chunks)
-        self.bm25.add(labels.tolist(), [t if t is not None else self.tokenizer.tokenize(c.text) for c, t in zip(chunks, made)])
+        self.bm25.add(labels.tolist(), tokens if tokens is not None else [self.tokenizer.tokenize(c.text) for c in chunks])
         self.chunks.update(zip(labels.tolist(), chunks))
         if self._unvectored is not None:
             self._unvectored.update(labels.tolist())

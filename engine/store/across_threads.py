@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from engine.models import Conversation, DaySegment, Message
 from engine.store.db import Database
-from engine.store.rows import (CONVERSATION_COLUMNS, DAY_SEGMENT_COLUMNS, MESSAGE_COLUMNS, aware,
+from engine.store.rows import (CONVERSATION_COLUMNS, DAY_SEGMENT_COLUMNS, INDEXED_COLUMNS, MESSAGE_COLUMNS, aware,
                                conversation_from_row, day_segment_from_row, message_from_row, naive_utc)
 
 __all__ = ["AcrossThreads", "SummaryEnd"]
@@ -43,6 +43,11 @@ class AcrossThreads:
         for row in rows:
             found[row[1]].append(message_from_row(row))
         return found
+
+    def indexed(self, ranges: Mapping[str, tuple[int, int]]) -> pa.Table:
+        """`Store.indexed_in_ranges` for many threads."""
+        return self.db.fetch_arrow(f"SELECT {', '.join('m.' + c for c in INDEXED_COLUMNS.split(', '))} FROM messages m "
+                                   f"{_IN_RANGES} ORDER BY m.thread_id, m.seq", _range_params(ranges))
 
     def turn_seqs(self, ranges: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
         """Each thread's turn seqs (no notes) with lo <= seq <= hi, in order (`Store.turn_seqs_in_ranges` for many)."""

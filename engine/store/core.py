@@ -21,7 +21,8 @@ from engine.store.embedding_cache import EmbeddingCache
 from engine.store.history import History
 from engine.errors import InvalidInputError, UnknownMessageError, UnknownThreadError, UnknownUserError
 from engine.models import Message, Thread, User
-from engine.store.rows import MESSAGE_COLUMNS, aware, message_from_row, naive_utc, thread_from_row, user_from_row
+from engine.store.rows import (INDEXED_COLUMNS, MESSAGE_COLUMNS, aware, message_from_row, naive_utc, thread_from_row,
+                               user_from_row)
 from engine.store.timeline import Timeline
 from engine.text_rules import id_problem
 from engine.timeutil import utcnow, zone
@@ -296,6 +297,15 @@ class Store:
             return self.across.messages(ranges, include_notes=include_notes) if ranges else {}
         [(thread_id, (lo, hi))] = ranges.items()
         return {thread_id: self.messages_in_range(thread_id, lo, hi + 1, include_notes=include_notes)}
+
+    def indexed_in_ranges(self, ranges: Mapping[str, tuple[int, int]]) -> pa.Table:
+        """`messages_in_ranges` as one Arrow table of INDEXED_COLUMNS by thread and seq: an index catching
+        up on 100k messages spent ~0.9 s making Message objects, ~0.1 s reading this."""
+        if len(ranges) != 1:
+            return self.across.indexed(ranges)
+        [(thread_id, (lo, hi))] = ranges.items()
+        return self.db.fetch_arrow(f"SELECT {INDEXED_COLUMNS} FROM messages WHERE thread_id = ? AND seq >= ? "
+                                   "AND seq <= ? ORDER BY seq", [thread_id, lo, hi])
 
     def turn_seqs_in_ranges(self, ranges: Mapping[str, tuple[int, int]]) -> dict[str, list[int]]:
         """Each thread's turn seqs (no notes) with lo <= seq <= hi, in order: whether a day holds turns,

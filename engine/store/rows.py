@@ -31,6 +31,9 @@ MESSAGE_COLUMNS = (
     "message_id, thread_id, user_id, seq, role, content, created_at, day_label, conversation_id, "
     "speaker, tools_used, metadata, external_id, kind"
 )
+# What the index reads of each message it chunks: the shard's message table and the chunker's fields.
+INDEXED_COLUMNS = ("thread_id, seq, message_id, created_at, day_label, conversation_id, role, speaker, tools_used, "
+                   "content, kind")
 CONVERSATION_COLUMNS = (
     "conversation_id, thread_id, user_id, started_at, first_seq, last_seq, last_message_at, "
     "ended_at, end_reason, title, summary"

@@ -18,7 +18,7 @@ from engine.api import ConversationEngine
 from engine.config import Settings
 from indexers.chunking import ChunkParams, chunk_thread
 from indexers.lexical import LexicalTokenizer
-from indexers.parallel_chunks import Chunked, stitched
+from indexers.parallel_chunks import Chunked, stitched, tokens_of
 from tests.indexers.test_chunking import counter, long_text, msg
 
 TOKENIZER = LexicalTokenizer()
@@ -37,7 +37,7 @@ def _segments_chunked(messages: list, cuts: list[int], reach: int, params: Chunk
     parts = []
     for segment in segments:
         chunks = chunk_thread(segment, params, counter())
-        parts.append((chunks, [TOKENIZER.tokenize(c.text) for c in chunks]))
+        parts.append((chunks, tokens_of(chunks, TOKENIZER)))
     return stitched(parts)
 
 
@@ -52,7 +52,7 @@ def test_segments_stitched_at_any_cuts_equal_the_thread_chunked_alone(seed: int)
     assert result is not None
     chunks, tokens = result
     assert [c.chunk_id for c in chunks] == [c.chunk_id for c in alone] and chunks == alone
-    assert tokens == [TOKENIZER.tokenize(c.text) for c in alone]
+    assert tokens.lists() == [TOKENIZER.tokenize(c.text) for c in alone]
 
 
 def test_segments_that_never_meet_are_refused_not_glued() -> None:
@@ -90,15 +90,17 @@ def test_a_thread_built_with_a_worker_process_equals_one_built_alone(tmp_path: P
 
 
 @pytest.mark.process
-def test_a_workers_tokens_come_back_as_one_string_per_distinct_token(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_workers_tokens_come_back_encoded_one_string_per_distinct_term(monkeypatch: pytest.MonkeyPatch) -> None:
     """A reindex holds every window's tokens at once: a string per occurrence cost 1.5 GB at 1M."""
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
-    result = parallel_chunks.chunk_in_parallel(_thread(600, 5), ChunkParams(), counter(), LexicalTokenizer(), 1)
+    messages = _thread(600, 5)
+    result = parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), LexicalTokenizer(), 1)
     assert result is not None
-    tokens = [token for window in result[1] for token in window]
-    distinct = set(tokens)
-    assert len(tokens) > 5 * len(distinct)  # words repeat: the check below has something to find
-    assert len({id(token) for token in tokens}) <= 2 * len(distinct)  # the engine's memo's, and the worker's
+    chunks, tokens = result
+    assert tokens.lists() == [TOKENIZER.tokenize(c.text) for c in chunk_thread(messages, ChunkParams(), counter())]
+    distinct = set(tokens.terms)
+    assert len(tokens.ids) > 5 * len(distinct)  # words repeat: the check below has something to find
+    assert len(tokens.terms) <= 2 * len(distinct)  # each part's terms once: the engine's and the worker's
 
 
 @pytest.mark.process
