@@ -75,7 +75,8 @@ def merge_segments(older: Segment, newer: Segment) -> Segment:
 def batch_segment(term_ids: np.ndarray, lengths: np.ndarray, first_doc: int) -> Segment:
     """Postings of a batch: runs of equal sorted (term, doc) keys give tf, ordered by term then doc."""
     n = len(lengths)
-    keys = np.sort(term_ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths))
+    # the same values either way; NumPy's stable sort took 0.21 s for a 100k build's 4.9M keys, its default 0.30
+    keys = np.sort(term_ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths), kind="stable")
     heads = run_starts(keys)
     keys, tfs = keys[heads], np.diff(np.append(heads, len(keys)))
     return Segment.from_sorted(keys // n, keys % n + first_doc, tfs)
