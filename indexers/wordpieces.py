@@ -193,15 +193,16 @@ class WordPieceCounter:
         counts = self._counts_of(parts[1::2])
         if counts and (max(counts) > max_tokens or min(counts) < 1):
             return None
-        starts = list(itertools.accumulate(map(len, parts)))[0:-1:2]  # each word's first character
         before = list(itertools.accumulate(counts, initial=0))  # tokens before each word, then the total
         total = before.pop()
         pieces: list[tuple[str, int]] = []
         word = begin = 0
+        start = len(parts[0])  # word `word`'s first character, found only at the cuts: not every word's
         while before and before[word] + max_tokens < total:
             cut = bisect.bisect_right(before, before[word] + max_tokens) - 1  # > word: no word is too long
-            pieces.append((text[begin:starts[cut]], before[cut] - before[word]))
-            word, begin = cut, starts[cut]
+            start += sum(map(len, parts[2 * word + 1:2 * cut + 1]))
+            pieces.append((text[begin:start], before[cut] - before[word]))
+            word, begin = cut, start
         pieces.append((text[begin:], total - (before[word] if before else 0)))
         return pieces
 
