@@ -28,10 +28,13 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import chain, compress, count
 from operator import not_
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from engine.config import default
 from engine.errors import InvalidInputError
+from indexers.encoded_tokens import EncodedTokens
 
 __all__ = ["TokenizerParams", "LexicalTokenizer", "ENGLISH_STOPWORDS", "FRENCH_STOPWORDS", "fold"]
 
@@ -187,6 +190,23 @@ class LexicalTokenizer:
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         """`tokenize` over many texts (kept for callers that batch)."""
         return [self.tokenize(t) for t in texts]
+
+    def encode_many(self, texts: Sequence[str]) -> EncodedTokens:
+        """`EncodedTokens.of(tokenize_many(texts))`, the same documents' tokens, without a list of
+        strings per text: each distinct raw token is resolved and given its term's id once, then
+        every occurrence maps to that id in one pass (an index build's windows: half its tokenizing)."""
+        raw_ends = np.zeros(len(texts) + 1, np.int64)  # raw tokens before each text, then all of them
+        raw: list[str] = []
+        for at, text in enumerate(texts, 1):
+            raw += self._raw_tokens(text)
+            raw_ends[at] = len(raw)
+        distinct = list(dict.fromkeys(raw))
+        terms: dict[str, int] = {}
+        codes = [terms.setdefault(final, len(terms)) if final else -1 for final in self._resolve(distinct)]
+        code_of = dict(zip(distinct, codes))
+        ids = np.fromiter(map(code_of.__getitem__, raw), np.int32, len(raw))
+        kept = np.concatenate(([0], np.cumsum(ids >= 0)))[raw_ends]  # tokens kept (not stop words) before each text
+        return EncodedTokens(list(terms), ids[ids >= 0], np.diff(kept))
 
     def _raw_tokens(self, text: str) -> list[str]:
         """Folded chunks, expanded into parts + joined form, CJK runs into bigrams."""

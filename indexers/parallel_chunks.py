@@ -50,7 +50,7 @@ def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tu
 
 def tokens_of(chunks: Sequence[Chunk], tokenizer: LexicalTokenizer) -> EncodedTokens:
     """The windows' BM25 tokens, encoded."""
-    return EncodedTokens.of([tokenizer.tokenize(chunk.text) for chunk in chunks])
+    return tokenizer.encode_many([chunk.text for chunk in chunks])
 
 
 def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter,

@@ -12,6 +12,7 @@ import pytest
 from engine.errors import InvalidInputError
 from indexers.bm25 import Bm25Index
 from indexers.encoded_tokens import EncodedTokens
+from indexers.lexical import LexicalTokenizer
 
 WORDS = [f"w{i}" for i in range(40)] + ["shared", "a-7731", "café"]
 
@@ -69,3 +70,20 @@ def test_encoded_tokens_that_point_past_their_terms_are_refused() -> None:
     with pytest.raises(InvalidInputError):
         index.add([1], bad)
     assert len(index) == 0
+
+
+TEXTS = ["The café at 15.4 km — A-7731 was the answer.", "", "the and of", "東京タワーに行きました and back",
+         "path /usr/local/bin_x:8080 user@host", "Ünïcödé ΣΊΣΥΦΟΣ straße", "the", "running runs ran runner"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_encode_many_gives_the_tokens_of_tokenize(seed: int) -> None:
+    rng = random.Random(seed)
+    words = " ".join(TEXTS).split() + ["", "the", "a"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(40)] + TEXTS
+    rng.shuffle(texts)
+    tokenizer = LexicalTokenizer()
+    encoded = tokenizer.encode_many(texts)
+    assert encoded.lists() == [LexicalTokenizer().tokenize(text) for text in texts]
+    assert len(set(encoded.terms)) == len(encoded.terms) and "" not in encoded.terms
+    assert tokenizer.encode_many([]).lists() == []
