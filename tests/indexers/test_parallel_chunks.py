@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import indexers.parallel_chunks as parallel_chunks
 import indexers.pipeline as pipeline_module
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.subprocesses import WorkerProcess
 from indexers.chunking import ChunkParams, chunk_thread
 from indexers.lexical import LexicalTokenizer
 from indexers.parallel_chunks import Chunked, stitched, tokens_of
@@ -120,3 +122,23 @@ def _turns(n: int) -> list[dict]:
     start = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
     return [{"role": ("user", "assistant")[i % 2], "created_at": (start + timedelta(minutes=7 * i)).isoformat(),
              "content": f"{rng.choice(topics)} " + long_text(rng.choice((4, 12, 30, 80)), i)} for i in range(n)]
+
+
+@pytest.mark.process
+def test_the_workers_of_a_build_exit_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """They are stopped aside (the engine goes on with the windows meanwhile), not left running."""
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    started: list[WorkerProcess] = []
+    real_init = WorkerProcess.__init__
+
+    def spied(self: WorkerProcess) -> None:
+        real_init(self)
+        started.append(self)
+
+    monkeypatch.setattr(WorkerProcess, "__init__", spied)
+    assert parallel_chunks.chunk_in_parallel(_thread(600, 2), ChunkParams(), counter(), LexicalTokenizer(), 1) is not None
+    assert started
+    deadline = time.monotonic() + 20
+    while any(worker.process.poll() is None for worker in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(worker.process.poll() is not None for worker in started)
