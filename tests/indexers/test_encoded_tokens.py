@@ -12,6 +12,7 @@ import pytest
 from engine.errors import InvalidInputError
 from indexers.bm25 import Bm25Index
 from indexers.encoded_tokens import EncodedTokens
+import indexers.lexical as lexical
 from indexers.lexical import LexicalTokenizer
 
 WORDS = [f"w{i}" for i in range(40)] + ["shared", "a-7731", "café"]
@@ -77,7 +78,9 @@ TEXTS = ["The café at 15.4 km — A-7731 was the answer.", "", "the and of", "�
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_encode_many_gives_the_tokens_of_tokenize(seed: int) -> None:
+@pytest.mark.parametrize("block", [7, 4096])
+def test_encode_many_gives_the_tokens_of_tokenize(monkeypatch: pytest.MonkeyPatch, seed: int, block: int) -> None:
+    monkeypatch.setattr(lexical, "_ENCODE_BLOCK", block)  # 7: terms met again in later blocks
     rng = random.Random(seed)
     words = " ".join(TEXTS).split() + ["", "the", "a"]
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(40)] + TEXTS
