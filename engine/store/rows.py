@@ -9,6 +9,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, overload
 
+import pyarrow as pa
+
 from engine.models import Conversation, DaySegment, Message, Summary, Thread, User
 
 __all__ = [
@@ -31,9 +33,14 @@ MESSAGE_COLUMNS = (
     "message_id, thread_id, user_id, seq, role, content, created_at, day_label, conversation_id, "
     "speaker, tools_used, metadata, external_id, kind"
 )
-# What the index reads of each message it chunks: the shard's message table and the chunker's fields.
-INDEXED_COLUMNS = ("thread_id, seq, message_id, created_at, day_label, conversation_id, role, speaker, tools_used, "
-                   "content, kind")
+# What the index reads of each message it chunks: the shard's message table and the chunker's fields,
+# typed as DuckDB exports them (created_at naive UTC).
+INDEXED_SCHEMA = pa.schema([
+    ("thread_id", pa.string()), ("seq", pa.int64()), ("message_id", pa.string()), ("created_at", pa.timestamp("us")),
+    ("day_label", pa.date32()), ("conversation_id", pa.string()), ("role", pa.string()), ("speaker", pa.string()),
+    ("tools_used", pa.list_(pa.string())), ("content", pa.string()), ("kind", pa.string()),
+])
+INDEXED_COLUMNS = ", ".join(INDEXED_SCHEMA.names)
 CONVERSATION_COLUMNS = (
     "conversation_id, thread_id, user_id, started_at, first_seq, last_seq, last_message_at, "
     "ended_at, end_reason, title, summary"
@@ -78,6 +85,15 @@ def messages_from_arrow(table: Any) -> list[Message]:
     """Messages from an Arrow table of MESSAGE_COLUMNS (`Store.messages_arrow`), row by row as above."""
     columns = [table.column(name).to_pylist() for name in MESSAGE_COLUMNS.split(", ")]
     return [message_from_row(row) for row in zip(*columns)]
+
+
+def indexed_table(rows: list[tuple[Any, ...]]) -> pa.Table:
+    """Fetched rows of INDEXED_COLUMNS as one Arrow table: for a few rows (the live path's tail)
+    fetching them costs ~0.6 ms less than DuckDB's Arrow export (4 rows of a 100k store: 0.9-1.1
+    against 1.5-2.0 ms)."""
+    columns = list(zip(*rows)) if rows else [()] * len(INDEXED_SCHEMA)
+    return pa.table([pa.array(values, type=field.type) for values, field in zip(columns, INDEXED_SCHEMA)],
+                    schema=INDEXED_SCHEMA)
 
 
 def conversation_from_row(row: tuple[Any, ...]) -> Conversation:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import engine.store.core as store_core
 import indexers.thread_reads as thread_reads
 from engine.api import ConversationEngine
 from engine.config import Settings
@@ -32,10 +33,11 @@ def _thread(n: int, offset: int) -> list[NewMessage]:
     return out
 
 
-@pytest.mark.parametrize("per_read", [10_000, 30])
+@pytest.mark.parametrize(("per_read", "short"), [(10_000, 1024), (30, 1024), (30, 0)])
 def test_reads_give_the_messages_of_each_thread_as_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         per_read: int) -> None:
+                                                         per_read: int, short: int) -> None:
     monkeypatch.setattr(thread_reads, "SEQS_PER_READ", per_read)  # 30: each thread read alone
+    monkeypatch.setattr(store_core, "SHORT_RANGE_SEQS", short)  # alone, fetched as rows; 0: as Arrow
     with ConversationEngine(tmp_path, embedder=None, settings=Settings(summarizer="extractive")) as engine:
         engine.add_user("u", "UTC")
         engine.store.ensure_threads("u", {"t-a": None, "t-b": None})
@@ -54,3 +56,20 @@ def test_reads_give_the_messages_of_each_thread_as_turns(tmp_path: Path, monkeyp
     assert reads == (1 if per_read > 1000 else len(ranges))
     assert {t: [tuple(turn) for turn in turns] for t, turns in got.items()} == {
         t: [_TURN_FIELDS(m) for m in found] for t, found in expected.items()}
+
+
+def test_a_short_range_fetched_as_rows_is_the_table_arrow_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ConversationEngine(tmp_path, embedder=None, settings=Settings(summarizer="extractive")) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", _thread(40, 0), index=False)
+        store = engine.store
+        [(thread_id, last)] = store.last_seqs("u").items()
+        for lo, hi in ((1, last), (5, 9), (last + 1, last + 5)):  # all, some, none
+            as_rows = store.indexed_in_ranges({thread_id: (lo, hi)})
+            monkeypatch.setattr(store_core, "SHORT_RANGE_SEQS", 0)
+            exported = store.indexed_in_ranges({thread_id: (lo, hi)})
+            monkeypatch.undo()
+            assert as_rows.schema.names == exported.schema.names
+            assert [str(f.type).replace("<l:", "<item:") for f in exported.schema] == [str(f.type) for f in as_rows.schema]
+            assert as_rows.to_pylist() == exported.to_pylist()
+            assert as_rows.num_rows == max(0, min(hi, last) - lo + 1)
