@@ -186,11 +186,14 @@ class SummaryWorkers:
         if ready is None:
             return None
         pure = cast(PureSummarizer, summarizer)  # `_ready` checked that it is
-        placed = [[i for i, ask in enumerate(asks) if ask.lane % self.processes == lane]
-                  for lane in range(self.processes)]
+        placed = [[i for i, ask in enumerate(asks) if self._worker_of(ask.lane) == at] for at in range(self.processes)]
         futures = [carrier.submit(worker.call, texts_of_wired, pure, _wired([asks[i] for i in mine]))
                    for worker, carrier, mine in zip(*ready, placed)]
         return PendingTexts(self, summarizer, asks, placed, futures)
+
+    def _worker_of(self, lane: int) -> int:
+        """The worker that takes a lane's jobs, and reads its turns ahead."""
+        return lane % self.processes
 
     def warm(self, summarizer: Summarizer) -> None:
         """Start the workers now, when a large batch is on its way: a worker takes ~0.5 s to start,
@@ -209,10 +212,10 @@ class SummaryWorkers:
         for turn in quotable(stored):
             if len(turn.content) > MEMO_MAX_CHARS:
                 continue  # not memoised: read where it is quoted
-            lane = lane_of(turn.day_label) % self.processes
-            if self._read_ahead[lane] < READ_AHEAD_TURNS:
-                self._read_ahead[lane] += 1
-                texts[lane].append(turn.content)
+            at = self._worker_of(lane_of(turn.day_label))
+            if self._read_ahead[at] < READ_AHEAD_TURNS:
+                self._read_ahead[at] += 1
+                texts[at].append(turn.content)
         if self._reader is None:
             self._reader = ThreadPoolExecutor(1, thread_name_prefix="summary-read-ahead")
         pure = cast(PureSummarizer, summarizer)
