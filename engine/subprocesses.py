@@ -11,13 +11,14 @@ tokenizer's threads mid-flight.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Sequence
 
 __all__ = ["WorkerProcess", "WorkerFailed", "write_frame", "read_frame", "usable_cores"]
 
@@ -59,12 +60,14 @@ def read_frame(stream: IO[bytes]) -> Any:
 class WorkerProcess:
     """One worker process and its pipes; one call at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
+        """Start the worker; it imports the `preload` modules at once, not on its first call: a
+        process started ahead of its work has them loaded by the time the work comes."""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p))
         # run from the engine's own tree: `-m` puts the working directory first on the path, and
         # another checkout's `engine` there would answer with other code
-        self.process = subprocess.Popen([sys.executable, "-m", "engine.subprocesses"], env=env, cwd=_SOURCE_ROOT,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = subprocess.Popen([sys.executable, "-m", "engine.subprocesses", *preload], env=env,
+                                        cwd=_SOURCE_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._lock = threading.Lock()
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -110,6 +113,8 @@ def serve() -> None:
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
+    for module in sys.argv[1:]:  # WorkerProcess's preload
+        importlib.import_module(module)
     while True:
         try:
             function, args = read_frame(requests)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import mmap
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -78,12 +78,13 @@ class ChunkMap(MutableMapping[int, Chunk]):
         self._thread_codes = np.concatenate([self._codes(b.column("thread_id")) for b in self._batches]) \
             if self._batches else np.zeros(0, np.int32)
         self._count = len(labels)
+        self._top = int(labels.max()) if len(labels) else -1  # the largest label put or saved so far
         self._memo: dict[int, Chunk] = {}
         self._window_memo: dict[int, SavedWindow] = {}
         self._source = source or ChunkSource()  # holds the chunk file open for the readers' pread
         self._readers = [BatchReader(batch, self._source) for batch in self._batches]
         self._mapping: mmap.mmap | None = None
-        self.update(fresh or {})
+        self.put_many(list(fresh or {}), list((fresh or {}).values()))
 
     @classmethod
     def open(cls, path: Path) -> "ChunkMap":
@@ -180,19 +181,35 @@ class ChunkMap(MutableMapping[int, Chunk]):
         return isinstance(label, (int, np.integer)) and self._row(int(label)) >= 0
 
     def __setitem__(self, label: int, chunk: Chunk) -> None:
-        label = int(label)
-        self._drop_saved(label)
-        self._drop_fresh(label)
-        self._fresh[label] = chunk
-        code = self._code(chunk.thread_id)
-        if self._fresh_n == len(self._fresh_live):  # grow geometrically: amortised O(1) a put
-            grown = max(1024, 2 * self._fresh_n)
+        self.put_many([label], [chunk])
+
+    def put_many(self, labels: Sequence[int], chunks: Sequence[Chunk]) -> None:
+        """Put windows by label (a label held already has its window replaced), their spans appended
+        as one block: a build puts ~130k windows, and one at a time took 0.45 s."""
+        if len(labels) != len(chunks):
+            raise ValueError(f"put_many() got {len(labels)} labels but {len(chunks)} windows")
+        keys = [int(label) for label in labels]
+        last = dict(zip(keys, range(len(keys))))
+        if len(last) < len(keys):  # a label given twice: its last window is the one put
+            keys, chunks = list(last), [chunks[at] for at in last.values()]
+        if keys and min(keys) <= self._top:  # a build's labels are all past every label put before
+            for label in [label for label in keys if label in self]:
+                del self[label]
+        self._top = max([self._top, *keys])
+        start, count = self._fresh_n, len(keys)
+        if start + count > len(self._fresh_live):  # grow geometrically: amortised O(1) a put
+            grown = max(1024, 2 * start, start + count)
             self._fresh_spans = np.resize(self._fresh_spans, (grown, 4))
-            self._fresh_live = np.concatenate((self._fresh_live, np.zeros(grown - self._fresh_n, dtype=bool)))
-        self._fresh_spans[self._fresh_n] = (label, code, chunk.from_seq, chunk.to_seq)
-        self._fresh_live[self._fresh_n] = True
-        self._fresh_at[label] = self._fresh_n
-        self._fresh_n += 1
+            self._fresh_live = np.concatenate((self._fresh_live, np.zeros(grown - len(self._fresh_live), dtype=bool)))
+        block = self._fresh_spans[start:start + count]
+        block[:, 0] = keys
+        block[:, 1] = np.fromiter(map(self._code, (chunk.thread_id for chunk in chunks)), np.int64, count)
+        block[:, 2] = np.fromiter((chunk.from_seq for chunk in chunks), np.int64, count)
+        block[:, 3] = np.fromiter((chunk.to_seq for chunk in chunks), np.int64, count)
+        self._fresh_live[start:start + count] = True
+        self._fresh.update(zip(keys, chunks))
+        self._fresh_at.update(zip(keys, range(start, start + count)))
+        self._fresh_n += count
 
     def __delitem__(self, label: int) -> None:
         if not self._drop_fresh(label) and not self._drop_saved(label):

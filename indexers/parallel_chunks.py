@@ -18,7 +18,7 @@ import operator
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from engine.collector import fewer_collections
 from engine.subprocesses import WorkerProcess
@@ -26,21 +26,64 @@ from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, TurnRow, c
 from indexers.encoded_tokens import EncodedTokens
 from indexers.lexical import LexicalTokenizer
 
-__all__ = ["PARALLEL_MIN_MESSAGES", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched", "tokens_of"]
+__all__ = ["NO_WORKERS", "PARALLEL_MIN_MESSAGES", "ChunkWorkers", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched",
+           "tokens_of"]
 
 log = logging.getLogger("convsearch.index")
 
 PARALLEL_MIN_MESSAGES = 10_000  # below this a worker's start (~0.5 s) and the transfer outweigh the saving
-# The engine's segment is this many times a worker's: a worker starts, is sent its messages and sends
-# its windows back, ~1 s of a 100k build in which the engine's process sat waiting at equal shares
-# (eight runs each: median 7.70 s at 1.0, 7.39 s at 1.25; docs/benchmarks.md).
-OWN_WEIGHT = 1.25
+# The engine's segment is this many times a worker's: the worker sends its windows back (~0.5 s of a
+# 100k build) and its answer is unpickled on the engine's side. Its start now runs during the read
+# (ChunkWorkers.start_for); twelve runs each of a 100k build: median 6.55 s at 1.05, 6.67 at 1.15,
+# 6.86 at 1.25, 6.75 at 0.95 (docs/benchmarks.md).
+OWN_WEIGHT = 1.05
 _REACH = 256  # messages a segment reads past the next one's cut, so that the two meet
 _FIELDS = operator.attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as a tuple: half the pickling time
 
 Chunked = tuple[list[Chunk], EncodedTokens]  # windows in order, and their BM25 tokens
 
 _TURN_FIELDS = operator.attrgetter(*TurnRow._fields)  # a message as the tuple a worker rebuilds its TurnRow from
+
+
+class ChunkWorkers:
+    """The worker processes a catch-up may chunk long threads with: `count` at a time, each used
+    for one thread. `start` starts them ahead of their work: a worker's start (Python and this
+    module's imports, ~0.5 s) then runs while the engine reads the messages, not after."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._started: list[WorkerProcess] = []
+
+    def start_for(self, lengths: Iterable[int]) -> None:
+        """Start the workers now if a thread of these lengths (messages to chunk) will use them."""
+        if self.count and any(length >= PARALLEL_MIN_MESSAGES for length in lengths):
+            self.start()
+
+    def start(self) -> None:
+        try:
+            while len(self._started) < self.count:
+                self._started.append(WorkerProcess(preload=(__name__,)))
+        except OSError as exc:  # not started: `take` tries again, and the caller falls back then
+            log.warning("a chunking worker could not start ahead of its work: %s", exc)
+
+    def take(self) -> WorkerProcess:
+        """A worker for one thread's segment (one started ahead, or a new one); the taker stops it."""
+        return self._started.pop() if self._started else WorkerProcess(preload=(__name__,))
+
+    def close(self) -> None:
+        """Stop the workers started ahead and never taken."""
+        for process in self._started:
+            process.stop_aside()
+        self._started.clear()
+
+    def __enter__(self) -> ChunkWorkers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+NO_WORKERS = ChunkWorkers(0)  # chunk in the engine's process alone
 
 
 def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tuple[list[tuple], EncodedTokens]:
@@ -58,20 +101,22 @@ def tokens_of(chunks: Sequence[Chunk], tokenizer: LexicalTokenizer) -> EncodedTo
 
 
 def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter,
-                      tokenizer: LexicalTokenizer, workers: int) -> Chunked | None:
-    """The thread's windows and tokens, made here and in `workers` worker processes; None when that
-    does not pay (a short thread, no workers) or did not work (a worker failed, segments that never
-    met): the caller chunks the thread alone then."""
-    if workers < 1 or len(messages) < PARALLEL_MIN_MESSAGES:
+                      tokenizer: LexicalTokenizer, workers: ChunkWorkers) -> Chunked | None:
+    """The thread's windows and tokens, made here and in `workers.count` worker processes; None when
+    that does not pay (a short thread, no workers) or did not work (a worker failed, segments that
+    never met): the caller chunks the thread alone then."""
+    count = workers.count
+    if count < 1 or len(messages) < PARALLEL_MIN_MESSAGES:
         return None
-    weights = [OWN_WEIGHT, *[1.0] * workers]
-    cuts = [round(len(messages) * sum(weights[:i]) / sum(weights)) for i in range(workers + 2)]
-    segments = [messages[cuts[i]:cuts[i + 1] + _REACH] for i in range(workers + 1)]
+    weights = [OWN_WEIGHT, *[1.0] * count]
+    cuts = [round(len(messages) * sum(weights[:i]) / sum(weights)) for i in range(count + 2)]
+    segments = [messages[cuts[i]:cuts[i + 1] + _REACH] for i in range(count + 1)]
     processes: list[WorkerProcess] = []
     warm = _warm(counter, tokenizer)
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="chunk-worker") as carriers:
-            futures = [carriers.submit(_chunk_elsewhere, processes, segment, params, warm) for segment in segments[1:]]
+        with ThreadPoolExecutor(count, thread_name_prefix="chunk-worker") as carriers:
+            futures = [carriers.submit(_chunk_elsewhere, workers, processes, segment, params, warm)
+                       for segment in segments[1:]]
             own = chunk_thread(segments[0], params, counter)
             parts = [(own, tokens_of(own, tokenizer))]
             parts.extend(future.result() for future in futures)
@@ -94,9 +139,9 @@ def _warm(counter: TokenCounter, tokenizer: LexicalTokenizer) -> bytes:
     return pickle.dumps((counter, tokenizer), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _chunk_elsewhere(processes: list[WorkerProcess], segment: Sequence[Turn], params: ChunkParams,
-                     warm: bytes) -> Chunked:
-    process = WorkerProcess()
+def _chunk_elsewhere(workers: ChunkWorkers, processes: list[WorkerProcess], segment: Sequence[Turn],
+                     params: ChunkParams, warm: bytes) -> Chunked:
+    process = workers.take()
     processes.append(process)
     rows = list(map(_TURN_FIELDS, segment))
     chunks, tokens = process.call(chunk_segment, rows, params, warm)

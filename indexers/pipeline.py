@@ -38,7 +38,7 @@ from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
 from indexers.encoded_tokens import EncodedTokens
-from indexers.parallel_chunks import Chunked, chunk_in_parallel, tokens_of
+from indexers.parallel_chunks import NO_WORKERS, ChunkWorkers, Chunked, chunk_in_parallel, tokens_of
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
@@ -80,7 +80,7 @@ class IndexReport:
 
 
 def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]], params: ChunkParams,
-                  counter: WordPieceCounter, workers: int = 0) -> tuple[int, int]:
+                  counter: WordPieceCounter, workers: ChunkWorkers = NO_WORKERS) -> tuple[int, int]:
     """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
     their last windows on into the shard and advance its manifest; (added, removed). Each thread is
     chunked alone (a long tail with `workers` processes) and the shard changed once: an import of a
@@ -248,14 +248,16 @@ class IndexPipeline:
         their tails on put into the shard and re-chunked; (messages, windows added, removed)."""
         behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
                   if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
-        for threads, table in tables_of_threads(self.store, behind):
-            messages = sum(behind[t][1] - shard.manifest.watermarks.get(t, 0) for t in threads)
-            shard.messages.put_arrow(table)
-            read = turns_by_thread(threads, table)
-            del table  # its texts are the turns' now: a long thread's would be held twice
-            added, removed = rechunk_tails(shard, {t: (found, behind[t][1]) for t, found in read.items()},
-                                           self.params.chunk, self.counter, self.params.build_workers)
-            yield messages, added, removed
+        with ChunkWorkers(self.params.build_workers) as workers:
+            workers.start_for(last_seq - tail for tail, last_seq in behind.values())  # they start during the read
+            for threads, table in tables_of_threads(self.store, behind):
+                messages = sum(behind[t][1] - shard.manifest.watermarks.get(t, 0) for t in threads)
+                shard.messages.put_arrow(table)
+                read = turns_by_thread(threads, table)
+                del table  # its texts are the turns' now: a long thread's would be held twice
+                added, removed = rechunk_tails(shard, {t: (found, behind[t][1]) for t, found in read.items()},
+                                               self.params.chunk, self.counter, workers)
+                yield messages, added, removed
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,
                       limit: int | None = None) -> tuple[int, int]:

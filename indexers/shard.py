@@ -94,7 +94,7 @@ class Shard:
         start = self.manifest.next_label
         labels = np.arange(start, start + len(chunks), dtype=np.int64)
         self.bm25.add(labels.tolist(), tokens if tokens is not None else [self.tokenizer.tokenize(c.text) for c in chunks])
-        self.chunks.update(zip(labels.tolist(), chunks))
+        self.chunks.put_many(labels.tolist(), chunks)
         if self._unvectored is not None:
             self._unvectored.update(labels.tolist())
         self._forget_windows()

@@ -94,6 +94,25 @@ def test_changes_after_load_and_spans(tmp_path: Path) -> None:
     assert sorted(again.saved_flagged()) == [0, 12]
 
 
+def test_a_batch_put_is_the_same_as_putting_one_at_a_time(tmp_path: Path) -> None:
+    """A batch that replaces a saved window and a fresh one, adds new ones past the arrays' first
+    size and repeats a label leaves the map as single puts do."""
+    _, one_by_one = _saved(tmp_path)
+    batched = ChunkMap.open(tmp_path / CHUNK_FILE)
+    for loaded in (one_by_one, batched):
+        loaded[11] = _chunk(11)
+    puts = [(5, _chunk(50)), (11, _chunk(110, "t3")), *((label, _chunk(label, "t4")) for label in range(20, 1500)),
+            (20, _chunk(200))]
+    for label, chunk in puts:
+        one_by_one[label] = chunk
+    batched.put_many([label for label, _ in puts], [chunk for _, chunk in puts])
+    assert {x: batched[x] for x in batched} == {x: one_by_one[x] for x in one_by_one} and len(batched) == len(one_by_one)
+    assert all(np.array_equal(a, b) for a, b in zip(batched.spans(), one_by_one.spans()))
+    assert batched.thread_code("t4") == one_by_one.thread_code("t4") >= 0
+    with pytest.raises(ValueError, match="2 labels but 1 windows"):
+        batched.put_many([1, 2], [_chunk(1)])
+
+
 def test_large_files_are_written_in_batches(tmp_path: Path) -> None:
     chunks = {label: _chunk(label) for label in range(70_000)}
     write_chunks(ChunkMap(chunks), LabelSet(), tmp_path / CHUNK_FILE)

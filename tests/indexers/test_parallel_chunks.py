@@ -20,7 +20,7 @@ from engine.config import Settings
 from engine.subprocesses import WorkerProcess
 from indexers.chunking import ChunkParams, chunk_thread
 from indexers.lexical import LexicalTokenizer
-from indexers.parallel_chunks import Chunked, stitched, tokens_of
+from indexers.parallel_chunks import Chunked, ChunkWorkers, stitched, tokens_of
 from tests.indexers.test_chunking import counter, long_text, msg
 
 TOKENIZER = LexicalTokenizer()
@@ -96,7 +96,7 @@ def test_a_workers_tokens_come_back_encoded_one_string_per_distinct_term(monkeyp
     """A reindex holds every window's tokens at once: a string per occurrence cost 1.5 GB at 1M."""
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
     messages = _thread(600, 5)
-    result = parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), LexicalTokenizer(), 1)
+    result = parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), LexicalTokenizer(), ChunkWorkers(1))
     assert result is not None
     chunks, tokens = result
     assert tokens.lists() == [TOKENIZER.tokenize(c.text) for c in chunk_thread(messages, ChunkParams(), counter())]
@@ -112,7 +112,7 @@ def test_a_worker_that_cannot_start_leaves_the_thread_to_the_engine(monkeypatch:
     monkeypatch.setattr(sys, "executable", "/bin/false")  # the worker exits at once
     messages = _thread(400, 3)
     with caplog.at_level(logging.WARNING, logger="convsearch.index"):
-        assert parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), TOKENIZER, 1) is None
+        assert parallel_chunks.chunk_in_parallel(messages, ChunkParams(), counter(), TOKENIZER, ChunkWorkers(1)) is None
     assert "chunked in the engine's process" in caplog.text
 
 
@@ -131,14 +131,61 @@ def test_the_workers_of_a_build_exit_after_it(monkeypatch: pytest.MonkeyPatch) -
     started: list[WorkerProcess] = []
     real_init = WorkerProcess.__init__
 
-    def spied(self: WorkerProcess) -> None:
-        real_init(self)
+    def spied(self: WorkerProcess, preload: tuple[str, ...] = ()) -> None:
+        real_init(self, preload)
         started.append(self)
 
     monkeypatch.setattr(WorkerProcess, "__init__", spied)
-    assert parallel_chunks.chunk_in_parallel(_thread(600, 2), ChunkParams(), counter(), LexicalTokenizer(), 1) is not None
+    made = parallel_chunks.chunk_in_parallel(_thread(600, 2), ChunkParams(), counter(), LexicalTokenizer(), ChunkWorkers(1))
+    assert made is not None
     assert started
     deadline = time.monotonic() + 20
     while any(worker.process.poll() is None for worker in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(worker.process.poll() is not None for worker in started)
+
+
+@pytest.mark.process
+def test_a_long_catch_up_starts_its_worker_before_the_read_and_chunks_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker is started as the catch-up begins, with the chunking module already imported, and
+    that worker is the one the thread's segment goes to: no second worker is started."""
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    started: list[tuple[str, ...]] = []
+    real_init = WorkerProcess.__init__
+
+    def spied(self: WorkerProcess, preload: tuple[str, ...] = ()) -> None:
+        real_init(self, preload)
+        started.append(tuple(preload))
+
+    chunkers = [("indexers.parallel_chunks",)]
+    at_read: list[list[tuple[str, ...]]] = []  # the chunking workers started when a read of messages began
+    real_read = pipeline_module.tables_of_threads
+
+    def reading(store: object, behind: dict) -> object:
+        if behind:
+            at_read.append([preload for preload in started if preload in chunkers])
+        return real_read(store, behind)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(WorkerProcess, "__init__", spied)
+    monkeypatch.setattr(pipeline_module, "tables_of_threads", reading)
+    with ConversationEngine(tmp_path, settings=Settings(index_workers=1), embedder=None) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", _turns(900), index=False)
+        assert engine.search("u", "budget review", mode="lexical", kinds=("message",)).results
+    assert at_read == [chunkers] and [preload for preload in started if preload in chunkers] == chunkers
+
+
+@pytest.mark.process
+def test_workers_started_ahead_are_preloaded_and_stopped_when_not_taken() -> None:
+    with ChunkWorkers(2) as workers:
+        workers.start()
+        taken = workers.take()
+        left = list(workers._started)
+        assert taken.call(eval, "'indexers.parallel_chunks' in __import__('sys').modules") is True
+        taken.stop()
+    assert len(left) == 1 and not workers._started
+    deadline = time.monotonic() + 20
+    while left[0].process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left[0].process.poll() is not None
