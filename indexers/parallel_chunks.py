@@ -34,8 +34,8 @@ log = logging.getLogger("convsearch.index")
 PARALLEL_MIN_MESSAGES = 10_000  # below this a worker's start (~0.5 s) and the transfer outweigh the saving
 # The engine's segment is this many times a worker's: the worker sends its windows back (~0.5 s of a
 # 100k build) and its answer is unpickled on the engine's side. Its start now runs during the read
-# (ChunkWorkers.start_for); twelve runs each of a 100k build: median 6.55 s at 1.05, 6.67 at 1.15,
-# 6.86 at 1.25, 6.75 at 0.95 (docs/benchmarks.md).
+# (ChunkWorkers.start_for); twelve runs each of a 100k build: median 6.57 s at 1.05, 6.71 at 1.15,
+# 6.86 at 1.25 (six at 0.95: 6.75; docs/benchmarks.md).
 OWN_WEIGHT = 1.05
 _REACH = 256  # messages a segment reads past the next one's cut, so that the two meet
 _FIELDS = operator.attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as a tuple: half the pickling time
