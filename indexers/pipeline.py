@@ -30,19 +30,19 @@ from indexers.phases import Phases, per_second
 from indexers.thread_reads import tables_of_threads, turns_by_thread
 from indexers.window_vectors import message_lines_to_embed, put_message_vectors, texts_to_embed, vectors_of
 from indexers.bm25 import Bm25Index, Bm25Params
-from indexers.chunking import Chunk, ChunkParams, Turn, WordPieceCounter, chunk_thread, lines_of
+from indexers.chunking import Chunk, ChunkParams, WordPieceCounter, chunk_thread, lines_of
 from indexers.heap import release_free_memory
 from indexers.embedders import Embedder
 from engine.store.embedding_cache import EmbeddingCache, content_hash
 from indexers.hnsw import HnswParams
 from indexers.lexical import LexicalTokenizer, TokenizerParams
 from indexers.manifest import BuildSpec, Manifest
-from indexers.encoded_tokens import EncodedTokens
-from indexers.parallel_chunks import NO_WORKERS, ChunkWorkers, Chunked, chunk_in_parallel, tokens_of
+from indexers.parallel_chunks import ChunkWorkers
+from indexers.rechunk import rechunk_tails
 from indexers.model_files import MODEL_DIM
 from indexers.shard import Shard, current_version_dir, shard_dir
 
-__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused", "rechunk_tails"]
+__all__ = ["PipelineParams", "IndexReport", "IndexPipeline", "EmbeddingPaused"]
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -77,48 +77,6 @@ class IndexReport:
         seconds = phase.elapsed()
         return cls(user_id, messages, added, removed, reused, computed, seconds, per_second(messages, seconds),
                    per_second(windows, seconds), phase.seconds())
-
-
-def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]], params: ChunkParams,
-                  counter: WordPieceCounter, workers: ChunkWorkers = NO_WORKERS) -> tuple[int, int]:
-    """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
-    their last windows on into the shard and advance its manifest; (added, removed). Each thread is
-    chunked alone (a long tail with `workers` processes) and the shard changed once: an import of a
-    chat export holds thousands of short threads. Pure over the shard: no store, so a distributed
-    worker builds shards with it too."""
-    old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
-    fresh: list[Chunk] = []
-    tokens: list[EncodedTokens] = []
-    marks: dict[str, tuple[int, int]] = {}
-    for thread_id, (messages, last_seq) in tails.items():
-        made, made_tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
-                             or _chunked_here(messages, params, counter, shard.tokenizer))
-        fresh += made
-        tokens.append(made_tokens)
-        marks[thread_id] = (last_seq, made[-1].from_seq if made else shard.manifest.tails.get(thread_id, 0))
-    removed, added = _replace_chunks(shard, [label for labels in old.values() for label in labels], fresh,
-                                     EncodedTokens.joined(tokens))
-    shard.manifest = shard.manifest.advanced(marks, chunks=len(shard.chunks), next_label=shard.manifest.next_label)
-    return added, removed
-
-
-def _chunked_here(messages: Sequence[Turn], params: ChunkParams, counter: WordPieceCounter,
-                  tokenizer: LexicalTokenizer) -> Chunked:
-    made = chunk_thread(messages, params, counter)
-    return made, tokens_of(made, tokenizer)
-
-
-def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk],
-                    tokens: EncodedTokens) -> tuple[int, int]:
-    """Swap old chunks for fresh ones (with their BM25 tokens), keeping (and not re-embedding)
-    those whose id is unchanged."""
-    old_ids = {shard.chunks[label].chunk_id: label for label in old_labels}
-    fresh_ids = {c.chunk_id for c in fresh}
-    doomed = [label for chunk_id, label in old_ids.items() if chunk_id not in fresh_ids]
-    shard.remove(doomed)
-    new = [i for i, c in enumerate(fresh) if c.chunk_id not in old_ids]
-    added = shard.add([fresh[i] for i in new], tokens.take(new))
-    return len(doomed), len(added)
 
 
 class EmbeddingPaused(Exception):

@@ -1,7 +1,7 @@
 """A user's shard built from messages alone, in two steps a worker on any machine can run.
 
 1. `build_lexical`: the user's messages (an Arrow table read once from the store by the driver)
-   -> windows (the pipeline's `rechunk_tails`) -> BM25; it also says which texts need vectors.
+   -> windows (`indexers/rechunk.py`) -> BM25; it also says which texts need vectors.
 2. `finish_and_publish`: those vectors -> HNSW and per-message vectors -> a new version published
    with the same version-directory + CURRENT flip as every save.
 
@@ -25,7 +25,8 @@ from indexers.hnsw import HnswIndex
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
 from engine.store.embedding_cache import content_hash
-from indexers.pipeline import PipelineParams, rechunk_tails
+from indexers.pipeline import PipelineParams
+from indexers.rechunk import rechunk_tails
 from indexers.window_vectors import message_lines_to_embed, put_message_vectors
 from indexers.shard import Shard
 from indexers.shard_storage import ShardStorage

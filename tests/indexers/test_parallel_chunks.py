@@ -15,6 +15,7 @@ import pytest
 
 import indexers.parallel_chunks as parallel_chunks
 import indexers.pipeline as pipeline_module
+import indexers.rechunk as rechunk_module
 from engine.api import ConversationEngine
 from engine.config import Settings
 from engine.subprocesses import WorkerProcess
@@ -67,14 +68,14 @@ def test_a_thread_built_with_a_worker_process_equals_one_built_alone(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
     made: list[bool] = []
-    real = pipeline_module.chunk_in_parallel
+    real = rechunk_module.chunk_in_parallel
 
     def spied(*args: object) -> object:
         result = real(*args)  # type: ignore[arg-type]
         made.append(result is not None)
         return result
 
-    monkeypatch.setattr(pipeline_module, "chunk_in_parallel", spied)
+    monkeypatch.setattr(rechunk_module, "chunk_in_parallel", spied)
     shards = {}
     for workers in (0, 1):
         with ConversationEngine(tmp_path / str(workers), settings=Settings(index_workers=workers),

@@ -13,7 +13,7 @@ from indexers.bm25 import Bm25Index
 from indexers.chunking import ChunkParams, WordPieceCounter
 from indexers.lexical import LexicalTokenizer
 from indexers.manifest import BuildSpec, Manifest
-from indexers.pipeline import rechunk_tails
+from indexers.rechunk import rechunk_tails
 from indexers.shard import Shard
 
 T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
