@@ -22,8 +22,7 @@ def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]],
     """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
     their last windows on into the shard and advance its manifest; (added, removed). Each thread is
     chunked alone (a long tail with `workers` processes) and the shard changed once: an import of a
-    chat export holds thousands of short threads. Pure over the shard: no store, so a distributed
-    worker builds shards with it too."""
+    chat export holds thousands of short threads."""
     old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
     fresh: list[Chunk] = []
     tokens: list[EncodedTokens] = []
