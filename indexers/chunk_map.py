@@ -84,7 +84,8 @@ class ChunkMap(MutableMapping[int, Chunk]):
         self._source = source or ChunkSource()  # holds the chunk file open for the readers' pread
         self._readers = [BatchReader(batch, self._source) for batch in self._batches]
         self._mapping: mmap.mmap | None = None
-        self.put_many(list(fresh or {}), list((fresh or {}).values()))
+        fresh = fresh or {}
+        self.put_many(list(fresh), list(fresh.values()))
 
     @classmethod
     def open(cls, path: Path) -> "ChunkMap":

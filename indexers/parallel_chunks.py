@@ -63,13 +63,18 @@ class ChunkWorkers:
         """Start the workers not started yet."""
         try:
             while len(self._started) < self.count:
-                self._started.append(WorkerProcess(preload=(__name__,)))
+                self._started.append(self._spawn())
         except OSError as exc:  # not started: `take` tries again, and the caller falls back then
             log.warning("a chunking worker could not start ahead of its work: %s", exc)
 
     def take(self) -> WorkerProcess:
         """A worker for one thread's segment (one started ahead, or a new one); the taker stops it."""
-        return self._started.pop() if self._started else WorkerProcess(preload=(__name__,))
+        return self._started.pop() if self._started else self._spawn()
+
+    @staticmethod
+    def _spawn() -> WorkerProcess:
+        """A worker that imports this module as it starts."""
+        return WorkerProcess(preload=(__name__,))
 
     def close(self) -> None:
         """Stop the workers started ahead and never taken."""

@@ -129,21 +129,11 @@ def _turns(n: int) -> list[dict]:
 def test_the_workers_of_a_build_exit_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """They are stopped aside (the engine goes on with the windows meanwhile), not left running."""
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
-    started: list[WorkerProcess] = []
-    real_init = WorkerProcess.__init__
-
-    def spied(self: WorkerProcess, preload: tuple[str, ...] = ()) -> None:
-        real_init(self, preload)
-        started.append(self)
-
-    monkeypatch.setattr(WorkerProcess, "__init__", spied)
+    started = _started_workers(monkeypatch)
     made = parallel_chunks.chunk_in_parallel(_thread(600, 2), ChunkParams(), counter(), LexicalTokenizer(), ChunkWorkers(1))
     assert made is not None
     assert started
-    deadline = time.monotonic() + 20
-    while any(worker.process.poll() is None for worker in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(worker.process.poll() is not None for worker in started)
+    assert _exited([worker for worker, _ in started])
 
 
 @pytest.mark.process
@@ -152,29 +142,22 @@ def test_a_long_catch_up_starts_its_worker_before_the_read_and_chunks_with_it(
     """The worker is started as the catch-up begins, with the chunking module already imported, and
     that worker is the one the thread's segment goes to: no second worker is started."""
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
-    started: list[tuple[str, ...]] = []
-    real_init = WorkerProcess.__init__
-
-    def spied(self: WorkerProcess, preload: tuple[str, ...] = ()) -> None:
-        real_init(self, preload)
-        started.append(tuple(preload))
-
+    started = _started_workers(monkeypatch)
     chunkers = [("indexers.parallel_chunks",)]
     at_read: list[list[tuple[str, ...]]] = []  # the chunking workers started when a read of messages began
     real_read = pipeline_module.tables_of_threads
 
     def reading(store: object, behind: dict) -> object:
         if behind:
-            at_read.append([preload for preload in started if preload in chunkers])
+            at_read.append([preload for _, preload in started if preload in chunkers])
         return real_read(store, behind)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(WorkerProcess, "__init__", spied)
     monkeypatch.setattr(pipeline_module, "tables_of_threads", reading)
     with ConversationEngine(tmp_path, settings=Settings(index_workers=1), embedder=None) as engine:
         engine.add_user("u", "UTC")
         engine.ingest("u", _turns(900), index=False)
         assert engine.search("u", "budget review", mode="lexical", kinds=("message",)).results
-    assert at_read == [chunkers] and [preload for preload in started if preload in chunkers] == chunkers
+    assert at_read == [chunkers] and [preload for _, preload in started if preload in chunkers] == chunkers
 
 
 @pytest.mark.process
@@ -186,7 +169,25 @@ def test_workers_started_ahead_are_preloaded_and_stopped_when_not_taken() -> Non
         assert taken.call(eval, "'indexers.parallel_chunks' in __import__('sys').modules") is True
         taken.stop()
     assert len(left) == 1 and not workers._started
-    deadline = time.monotonic() + 20
-    while left[0].process.poll() is None and time.monotonic() < deadline:
+    assert _exited(left)
+
+
+def _started_workers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[WorkerProcess, tuple[str, ...]]]:
+    """Every worker process started from now on, with what it preloads, in order."""
+    started: list[tuple[WorkerProcess, tuple[str, ...]]] = []
+    real_init = WorkerProcess.__init__
+
+    def spied(self: WorkerProcess, preload: tuple[str, ...] = ()) -> None:
+        real_init(self, preload)
+        started.append((self, tuple(preload)))
+
+    monkeypatch.setattr(WorkerProcess, "__init__", spied)
+    return started
+
+
+def _exited(workers: list[WorkerProcess], within_s: float = 20) -> bool:
+    """Whether all these workers' processes exit within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while any(worker.process.poll() is None for worker in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert left[0].process.poll() is not None
+    return all(worker.process.poll() is not None for worker in workers)
