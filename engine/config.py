@@ -6,6 +6,7 @@ import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -237,6 +238,15 @@ class Settings(BaseSettings):
         "index shards (a restart then replays at most this much from the store and the embedding cache).",
     )
 
+    def shown(self) -> dict[str, Any]:
+        """The settings as a page may show them: tokens only as whether (and how many are) set, and a
+        URL's user and password masked, so seeing the settings never hands out a way in."""
+        values = self.model_dump()
+        values["api_token"] = "set" if self.api_token else "not set"
+        values["user_tokens"] = f"{len(self.user_tokens)} set" if self.user_tokens else "none set"
+        values["llm_url"] = _without_credentials(self.llm_url)
+        return values
+
     @model_validator(mode="after")
     def _context_budget_positive(self) -> Settings:
         if self.conversation_max_context_tokens - self.conversation_reserved_tokens < 100:
@@ -259,6 +269,16 @@ class Settings(BaseSettings):
             raise ValueError("vector_weight and lexical_weight are both 0: every hybrid score would be 0/0; "
                              "set at least one above 0 (defaults 0.7 and 0.3)")
         return self
+
+
+def _without_credentials(url: str | None) -> str | None:
+    """`url` with any user:password@ part replaced by `***@`."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def _unknown_env_names() -> list[str]:

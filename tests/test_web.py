@@ -128,6 +128,8 @@ def test_a_user_token_sees_its_own_user_only(tmp_path) -> None:
         assert "Kyoto" in page and "PostgreSQL" not in page and '<option value="alice"' not in page
         assert bobs.post("/compose", data={"user": "alice", "content": "not for alice"}).status_code in (303, 403)
         assert "not for alice" not in str(e.substring_search("alice", "not for alice"))
+        settings_page = bobs.get("/settings").text  # another user's token never shows, nor the admin's
+        assert "bob-token" not in settings_page and TOKEN not in settings_page and "1 set" in settings_page
 
 
 # The day page -----------------------------------------------------------------------------------
@@ -194,7 +196,16 @@ def test_compose_refuses_bad_messages_and_keeps_the_draft(client: TestClient, en
     before = messages_of(engine)
     response = client.post("/compose", data={"user": "alice", "day": "2024-03-06", **form})
     assert response.status_code == 422 and message in response.text
+    assert f'aria-label="Message">{form["content"]}</textarea>' in response.text  # the whole draft
     assert messages_of(engine) == before
+
+
+def test_compose_stores_a_browsers_line_breaks_as_the_api_does(client: TestClient, engine: ConversationEngine) -> None:
+    lines = ["x" * 1_999] * 10  # 20,000 characters with LF line breaks, 20,009 as a browser sends them (CRLF)
+    response = client.post("/compose", data={"user": "alice", "content": "\r\n".join(lines)})
+    assert response.status_code == 303, response.text
+    sent = engine.get("alice", message_id=response.headers["location"].rpartition("#m-")[2])
+    assert isinstance(sent, MessageView) and sent.content == "\n".join(lines)
 
 
 def test_html_in_a_message_is_escaped(client: TestClient) -> None:
@@ -207,7 +218,7 @@ def test_html_in_a_message_is_escaped(client: TestClient) -> None:
 
 def test_regenerate_writes_the_summary(client: TestClient, engine: ConversationEngine) -> None:
     response = client.post("/regenerate", data={"user": "alice", "day": "2024-03-09"})
-    assert response.status_code == 303 and "regenerated" in response.headers["location"]
+    assert response.status_code == 303 and "Summary of 2024-03-09 regenerated." in client.get(response.headers["location"]).text
     timeline = engine.day_timeline("alice", date(2024, 3, 9))
     assert timeline.summary is not None and timeline.summary.message_count == 10
 
@@ -244,8 +255,11 @@ def test_search_scoped_to_a_day(client: TestClient) -> None:
     ({"q": "   "}, "query is empty"),
     ({"q": "x", "limit": "99"}, "limit must be a whole number from 1 to 20"),
     ({"q": "x", "limit": "abc"}, "limit must be"),
-    ({"q": "x", "recency": "soon"}, "recency must be a number"),
-    ({"q": "x", "recency": "-3"}, "recency_days must be"),
+    ({"q": "x", "recency": "soon"}, "Recency must be a number of days"),
+    ({"q": "x", "recency": "-3"}, "more than 0 and at most 36500"),
+    ({"q": "x", "recency": "0"}, "more than 0 and at most 36500"),
+    ({"q": "x", "recency": "nan"}, "Recency must be"),
+    ({"q": "x", "limit": "\u00b2"}, "limit must be a whole number"),
     ({"q": "x", "scope": "galaxy"}, "scope must be"),
     ({"q": "x", "scope": "day", "day": "tomorrow-ish"}, "is not a day"),
     ({"q": "x" * 5000}, "query"),
@@ -269,7 +283,9 @@ def test_settings_show_status_never_the_token(client: TestClient) -> None:
     assert "Messages not yet vector-indexed" in page and "day_summary_every" in page
     assert TOKEN not in page and "not set" not in page.split("api_token")[1][:80]
     response = client.post("/settings/index", data={"user": "alice"})
-    assert response.status_code == 303 and "Index+run+for+alice" in response.headers["location"]
+    assert response.status_code == 303 and response.headers["location"] == "/settings?user=alice"
+    assert "Index run for alice" in client.get(response.headers["location"]).text  # the outcome, once
+    assert "Index run for alice" not in client.get(response.headers["location"]).text
 
 
 # Pure helpers -----------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from engine.errors import InvalidInputError
 from engine.store.core import Store
 from engine.timeutil import parse_day, parse_timestamp, zone
 
-__all__ = ["SearchFilters", "seq_intervals"]
+__all__ = ["SearchFilters", "seq_intervals", "MAX_RECENCY_DAYS", "recency_in_range"]
+
+MAX_RECENCY_DAYS = 36500  # a hundred years: anything longer is no filter at all
 
 Intervals = dict[str, tuple[int, int]]
 
@@ -37,13 +39,18 @@ class SearchFilters:
         begin = parse_timestamp(start, tz) if start is not None else None
         finish = parse_timestamp(end, tz) if end is not None else None
         if recency_days is not None:
-            if not isinstance(recency_days, (int, float)) or isinstance(recency_days, bool) or not 0 < recency_days <= 36500:
-                raise InvalidInputError(f"recency_days must be a number of days from 0 to 36500, got {recency_days!r}")
+            if not isinstance(recency_days, (int, float)) or isinstance(recency_days, bool) or not recency_in_range(recency_days):
+                raise InvalidInputError(f"recency_days must be a number of days, more than 0 and at most {MAX_RECENCY_DAYS} "
+                                        f"(0.5 is twelve hours), got {recency_days!r}")
             recent = now - timedelta(days=float(recency_days))
             begin = max(begin, recent) if begin else recent
         if begin and finish and begin >= finish:
             raise InvalidInputError(f"start {begin.isoformat()} is not before end {finish.isoformat()}: swap them")
         return cls(day=parse_day(day) if day is not None else None, start=begin, end=finish)
+
+
+def recency_in_range(days: float) -> bool:
+    return 0 < days <= MAX_RECENCY_DAYS
 
 
 def seq_intervals(store: Store, user_id: str, filters: SearchFilters) -> Intervals | None:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -32,7 +32,7 @@ from engine.errors import ConvsearchError, InvalidInputError
 from engine.surfaces.http.auth import MCP_PATH, Auth, error_response
 from engine.surfaces.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
 from engine.surfaces.http.hosts import HostGuard, allowed_hosts
-from engine.surfaces.web import is_web_path, mount as mount_web
+from engine.surfaces.web import is_web_path, missing_page, mount as mount_web, wants_page
 from engine.surfaces.http.schemas import (RegenerateDayRequest, SummarizeRequest, AddUserRequest, AssembleRequest, ContextOut,
                                  ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
@@ -272,8 +272,10 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_input", "; ".join(parts) or "invalid request")
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and wants_page(request):
+        return missing_page(request)
     return error_response(exc.status_code, HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
 
 

@@ -13,13 +13,14 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from engine.errors import InvalidInputError
+from engine.query.filters import MAX_RECENCY_DAYS, recency_in_range
 from engine.query.navigation_results import MessageView
 from engine.query.search_types import LIMIT_RANGE
 from engine.timeutil import zone
 from engine.surfaces.web.auth import Viewer
 from engine.surfaces.web.session import CurrentViewer, Engine, WebRoute, href, render, see_other
-from engine.surfaces.web.views import (MAX_MESSAGE_CHARS, fold, highlight, month_grid, month_of, pick_day, plain, score_rows,
-                              sections)
+from engine.surfaces.web.views import (MAX_MESSAGE_CHARS, fold, highlight, month_grid, month_of, month_step, pick_day,
+                                       plain, score_rows, sections)
 
 __all__ = ["router"]
 
@@ -40,11 +41,9 @@ def _user(engine: Engine, viewer: Viewer, asked: str | None) -> tuple[str | None
     return (users[0] if users else None), users
 
 
-def _frame(request: Request, engine: Engine, viewer: Viewer, user: str | None, users: list[str], nav: str,
-           thread: str | None = None) -> dict[str, Any]:
+def _frame(viewer: Viewer, user: str | None, users: list[str], nav: str, thread: str | None = None) -> dict[str, Any]:
     """What every page's frame shows: the nav, the user picker, the thread."""
-    return {"viewer": viewer, "user": user, "users": users, "nav": nav, "thread": thread,
-            "notice": request.query_params.get("notice")}
+    return {"viewer": viewer, "user": user, "users": users, "nav": nav, "thread": thread}
 
 
 # Main screen -----------------------------------------------------------------------------------
@@ -54,7 +53,7 @@ def day_page(request: Request, engine: Engine, viewer: CurrentViewer, user: str 
              month: str | None = None) -> Response:
     user_id, users = _user(engine, viewer, user)
     if user_id is None:
-        return render(request, "empty.html", _frame(request, engine, viewer, None, users, "day"))
+        return render(request, "empty.html", _frame(viewer, None, users, "day"))
     return _day(request, engine, viewer, user_id, users, thread, day, open, month)
 
 
@@ -68,31 +67,36 @@ def _day(request: Request, engine: Engine, viewer: Viewer, user: str, users: lis
     chosen, chose_notice = pick_day(day, today=today, days=days)
     timeline = engine.day_timeline(user, chosen, thread_id=thread)
     shown = month_of(month, chosen)
-    context = _frame(request, engine, viewer, user, users, "day", thread) | {
+    context = _frame(viewer, user, users, "day", thread) | {
         "day": chosen, "today": today, "yesterday": today - timedelta(days=1), "timeline": timeline,
         "blocks": fold(timeline.entries, zone(timeline.timezone), open_id), "open_id": open_id,
         "tz": zone(timeline.timezone),
         "sections": sections(timeline.summary.markdown) if timeline.summary else [],
         "weeks": month_grid(shown, days, chosen, today), "month": shown,
-        "prev_month": (shown - timedelta(days=1)).strftime("%Y-%m"),
-        "next_month": (shown + timedelta(days=32)).strftime("%Y-%m"),
+        "prev_month": _month_label(month_step(shown, -1)), "next_month": _month_label(month_step(shown, 1)),
         "days": days, "chose_notice": chose_notice, "error": error, "draft": draft, "roles": ROLES,
         "covered": sum(1 for e in timeline.entries if e.covered_by is not None),
     }
     return render(request, "day.html", context, status)
 
 
+def _month_label(first: date | None) -> str | None:
+    return first.strftime("%Y-%m") if first else None
+
+
 @router.post("/compose")
 def compose(request: Request, engine: Engine, viewer: CurrentViewer, user: Text = "", thread: Text = "",
             day: Text = "", role: Text = "user", content: Text = "") -> Response:
-    """Append a message to the thread, then show it in its day."""
+    """Append a message to the thread, then show it in its day. A browser sends a textarea's line
+    breaks as CRLF: they are stored as the API's messages have them, LF (and counted so)."""
+    content = content.replace("\r\n", "\n")
     user_id, users = _user(engine, viewer, user or None)
     if user_id is None:
         raise InvalidInputError("there is no user yet: ingest messages first (convsearch ingest FILE)")
     problem = _message_problem(role, content)
     if problem:
         return _day(request, engine, viewer, user_id, users, thread or None, day or None, None, None,
-                    error=problem, draft=content[:MAX_MESSAGE_CHARS], status=422)
+                    error=problem, draft=content, status=422)
     result = engine.ingest(user_id, [{"role": role, "content": content}], thread_id=thread or None)
     if not result.inserted:
         return see_other(href("/", user=user_id, thread=thread, day=day))
@@ -123,8 +127,19 @@ def regenerate(engine: Engine, viewer: CurrentViewer, user: Text = "", thread: T
     if label not in [d.day_label for d in engine.list_days(user_id, thread or None)]:
         raise InvalidInputError(f"{label.isoformat()} has no messages, so it has no summary: pick a marked day")
     engine.regenerate_day_summary(user_id, label, thread_id=thread or None)
-    return see_other(href("/", user=user_id, thread=thread, day=label.isoformat(),
-                          notice=f"Summary of {label.isoformat()} regenerated."))
+    return see_other(href("/", user=user_id, thread=thread, day=label.isoformat()),
+                     notice=f"Summary of {label.isoformat()} regenerated.")
+
+
+def _form_page(request: Request, user: str | None = None) -> Response:
+    """A form's address opened by itself (a reload after its error page, a restored tab): the page
+    the form is on, not a 405."""
+    return see_other(href(FORM_PAGES[request.url.path], user=user))
+
+
+FORM_PAGES = {"/compose": "/", "/regenerate": "/", "/settings/index": "/settings"}
+for _path in FORM_PAGES:
+    router.add_api_route(_path, _form_page, methods=["GET"])
 
 
 # Search ----------------------------------------------------------------------------------------
@@ -134,7 +149,7 @@ def search_page(request: Request, engine: Engine, viewer: CurrentViewer, user: s
                 limit: str | None = None, thread: str | None = None) -> Response:
     user_id, users = _user(engine, viewer, user)
     form = {"q": q or "", "scope": scope, "day": day or "", "recency": recency or "", "limit": limit or "6"}
-    context = _frame(request, engine, viewer, user_id, users, "search", thread) | {"form": form, "response": None,
+    context = _frame(viewer, user_id, users, "search", thread) | {"form": form, "response": None,
                                                                                    "hits": [], "error": None}
     if q is None or user_id is None:
         return render(request, "search.html", context)
@@ -159,14 +174,19 @@ def _search_options(scope: str, day: str | None, recency: str | None, limit: str
         options["day"] = pick_day(day or "today", today=today, days=[])[0]
     if recency:
         try:
-            options["recency_days"] = float(recency)
+            days = float(recency)
         except ValueError:
-            raise InvalidInputError(f"recency must be a number of days, like 7, got {recency[:20]!r}") from None
+            days = None
+        if days is None or not recency_in_range(days):
+            raise InvalidInputError(f"Recency must be a number of days, more than 0 and at most {MAX_RECENCY_DAYS}, "
+                                    f"like 7 (or empty for any time), got {recency[:20]!r}")
+        options["recency_days"] = days
     return options
 
 
 def _whole(name: str, text: str, low: int, high: int) -> int:
-    if not text.strip().isdigit() or not low <= int(text) <= high:
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or not low <= int(digits) <= high:
         raise InvalidInputError(f"{name} must be a whole number from {low} to {high}, got {text[:20]!r}")
     return int(text)
 
@@ -189,15 +209,14 @@ def threads_page(request: Request, engine: Engine, viewer: CurrentViewer, user: 
         rows.append({"thread": t, "days": len(days), "first": days[0].day_label if days else None,
                      "last": days[-1].day_label if days else None,
                      "link": href("/", user=user_id, thread=None if t.mode == "continuous" else t.thread_id)})
-    return render(request, "threads.html", _frame(request, engine, viewer, user_id, users, "threads") | {"rows": rows})
+    return render(request, "threads.html", _frame(viewer, user_id, users, "threads") | {"rows": rows})
 
 
 @router.get("/settings")
 def settings_page(request: Request, engine: Engine, viewer: CurrentViewer, user: str | None = None) -> Response:
     user_id, users = _user(engine, viewer, user)
-    values = engine.settings.model_dump()
-    values["api_token"] = "set" if values.get("api_token") else "not set"  # never shown
-    context = _frame(request, engine, viewer, user_id, users, "settings") | {
+    values = engine.settings.shown()
+    context = _frame(viewer, user_id, users, "settings") | {
         "values": sorted(values.items()), "status": engine.index_status(user_id) if user_id else None,
         "stats": engine.stats(user_id) if user_id else None}
     return render(request, "settings.html", context)
@@ -212,4 +231,4 @@ def run_index(engine: Engine, viewer: CurrentViewer, user: Text = "") -> Respons
     report = engine.index(user_id)[0]
     notice = (f"Index run for {user_id}: {report.chunks_added} windows added, {report.embeddings_computed} "
               f"embeddings computed, {report.embeddings_reused} reused ({report.seconds:.1f} s).")
-    return see_other(href("/settings", user=user_id, notice=notice))
+    return see_other(href("/settings", user=user_id), notice=notice)

@@ -8,12 +8,14 @@ and status, so a person always sees what to do instead.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any, Callable, Coroutine
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
@@ -22,9 +24,11 @@ from engine.api import ConversationEngine
 from engine.errors import ConvsearchError
 from engine.surfaces.web.auth import COOKIE, Viewer, auth_on, resolve_token, viewer_of
 
-__all__ = ["WebRoute", "LoginRequired", "CurrentViewer", "Engine", "render", "href", "see_other", "login_router",
-           "templates"]
+__all__ = ["WebRoute", "LoginRequired", "CurrentViewer", "Engine", "render", "error_page", "href", "see_other",
+           "login_router", "templates"]
 
+log = logging.getLogger("convsearch.web")
+NOTICE_COOKIE = "convsearch_notice"
 templates = Jinja2Templates(directory=Path(__file__).with_name("templates"))
 
 
@@ -43,13 +47,41 @@ templates.env.globals["href"] = href
 
 
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
+    """A page, never kept by the browser: Back after Log out must not show what the token opened."""
     engine: ConversationEngine = request.app.state.engine
-    base = {"auth_on": auth_on(engine.settings), "path": request.url.path, "viewer": viewer_of(request)}
-    return templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
+    notice = request.cookies.get(NOTICE_COOKIE)
+    base = {"auth_on": auth_on(engine.settings), "path": request.url.path, "viewer": viewer_of(request),
+            "notice": unquote(notice) if notice else None}
+    response = templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
+    response.headers["Cache-Control"] = "no-store"
+    if notice is not None:
+        response.delete_cookie(NOTICE_COOKIE, path="/")  # shown once
+    return response
 
 
-def see_other(url: str) -> RedirectResponse:
-    return RedirectResponse(url, status_code=303)
+def error_page(request: Request, message: str, code: str, status: int) -> HTMLResponse:
+    """The error page, its links keeping the user the request was about (when it is one the viewer may see)."""
+    return render(request, "error.html", {"message": message, "code": code, "user": _asked_user(request)}, status)
+
+
+def _asked_user(request: Request) -> str | None:
+    viewer = viewer_of(request)
+    if viewer is None or viewer.user_id is not None:
+        return viewer.user_id if viewer else None
+    asked = request.query_params.get("user")
+    try:
+        return asked if asked and asked in request.app.state.engine.users() else None
+    except ConvsearchError:  # the page that says what went wrong must not fail itself
+        return None
+
+
+def see_other(url: str, *, notice: str | None = None) -> RedirectResponse:
+    """The 303 after a form; its `notice` rides in a cookie the next page shows once, not in the URL
+    (where a link from anyone could show any text as the server's, and a reload repeats it)."""
+    response = RedirectResponse(url, status_code=303)
+    if notice:
+        response.set_cookie(NOTICE_COOKIE, quote(notice), httponly=True, samesite="strict", path="/", max_age=60)
+    return response
 
 
 def _login_url(request: Request) -> str:
@@ -64,16 +96,22 @@ class WebRoute(APIRoute):
         async def handler(request: Request) -> Response:
             if request.method == "POST" and not _same_origin(request):
                 message = "this form was sent from another site: open the page on this server and send it from there"
-                return render(request, "error.html", {"message": message, "code": "cross_site"}, 403)
+                return error_page(request, message, "cross_site", 403)
             try:
                 return await inner(request)
             except LoginRequired:
                 return see_other(_login_url(request))
             except ConvsearchError as exc:
-                return render(request, "error.html", {"message": exc.message, "code": exc.code}, exc.http_status)
+                return error_page(request, exc.message, exc.code, exc.http_status)
             except RequestValidationError as exc:
                 parts = [f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors()]
-                return render(request, "error.html", {"message": "; ".join(parts), "code": "invalid_input"}, 422)
+                return error_page(request, "; ".join(parts), "invalid_input", 422)
+            except HTTPException:
+                raise  # the app's handler answers it with its own status
+            except Exception:  # a person gets a page, as the API's callers get JSON; the log has the trace
+                log.exception("web.internal_error path=%s", request.url.path)
+                return error_page(request, "Something went wrong on the server (it is logged there): go back "
+                                  "and try again, or report it with the time it happened.", "internal", 500)
 
         return handler
 
@@ -128,6 +166,12 @@ def login(request: Request, engine: Engine, token: Annotated[str, Form()] = "",
     response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
     return response
+
+
+@login_router.get("/logout")
+def logout_reopened() -> Response:
+    """/logout typed or reopened: the form's button logs out; a GET changes nothing."""
+    return see_other("/")
 
 
 @login_router.post("/logout")

@@ -18,12 +18,17 @@ from markupsafe import Markup, escape
 
 from engine.query.navigation_results import TimelineEntry
 from engine.errors import InvalidInputError
+from engine.timeutil import TIME_FLOOR
 
 __all__ = ["Block", "Row", "DayCell", "Section", "sections", "plain", "pick_day", "fold", "row_of", "highlight",
-           "markdown", "month_grid", "score_rows", "month_of", "TOOL_HEAD_CHARS", "MAX_MESSAGE_CHARS"]
+           "markdown", "month_grid", "score_rows", "month_of", "month_step", "TOOL_HEAD_CHARS", "MAX_MESSAGE_CHARS",
+           "FIRST_DAY", "LAST_DAY"]
 
 TOOL_HEAD_CHARS = 160
 MAX_MESSAGE_CHARS = 20_000  # what the composer accepts; bigger text is an import, not a chat message
+# The days a page shows: messages date from 1970 on (TIME_FLOOR), and a calendar of the last year
+# `date` holds would run past date.max.
+FIRST_DAY, LAST_DAY = TIME_FLOOR.date(), date(9998, 12, 31)
 NOTE_TITLES = {"day summary updated": "Day summary updated"}
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False})  # raw HTML in a summary stays text
 
@@ -75,21 +80,35 @@ def pick_day(value: str | None, *, today: date, days: Sequence[date]) -> tuple[d
     if text == "yesterday":
         return today - timedelta(days=1), None
     try:
-        if len(text) == 10:
-            return date.fromisoformat(text), None
+        asked = date.fromisoformat(text) if len(text) == 10 else None
     except ValueError:
-        pass
-    raise InvalidInputError(f"day {(value or '')[:40]!r} is not a day: use a date like 2024-03-04, or today or yesterday")
+        asked = None
+    if asked is None:
+        raise InvalidInputError(f"day {(value or '')[:40]!r} is not a day: use a date like 2024-03-04, or today or yesterday")
+    if not FIRST_DAY <= asked <= LAST_DAY:
+        raise InvalidInputError(f"day {asked.isoformat()} is out of range: messages are dated from "
+                                f"{FIRST_DAY.isoformat()} on; pick a day up to {LAST_DAY.isoformat()}")
+    return asked, None
 
 
 def month_of(value: str | None, fallback: date) -> date:
-    """The first day of the month a calendar shows (`YYYY-MM`), else the fallback's."""
+    """The first day of the month a calendar shows (`YYYY-MM`, within the days a page shows), else the fallback's."""
     try:
         if value and len(value.strip()) == 7:
-            return date.fromisoformat(value.strip() + "-01")
+            first = date.fromisoformat(value.strip() + "-01")
+            if FIRST_DAY <= first <= LAST_DAY:
+                return first
     except ValueError:
         pass
     return fallback.replace(day=1)
+
+
+def month_step(month: date, months: int) -> date | None:
+    """The first day of the month `months` after `month` (before it when negative), or None past the
+    days a page shows (the calendar then has no arrow that way)."""
+    year, index = divmod(month.year * 12 + month.month - 1 + months, 12)
+    first = date(year, index + 1, 1)  # a step of a few months from a shown month stays a valid date
+    return first if FIRST_DAY <= first <= LAST_DAY else None
 
 
 def row_of(entry: TimelineEntry, tz: ZoneInfo, open_id: str | None) -> Row:
