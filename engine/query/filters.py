@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from engine.errors import InvalidInputError
+from engine.query.search_types import MAX_RECENCY_DAYS, recency_in_range
 from engine.store.core import Store
 from engine.timeutil import parse_day, parse_timestamp, zone
 
-__all__ = ["SearchFilters", "seq_intervals", "MAX_RECENCY_DAYS", "recency_in_range"]
-
-MAX_RECENCY_DAYS = 36500  # a hundred years: anything longer is no filter at all
+__all__ = ["SearchFilters", "seq_intervals"]
 
 Intervals = dict[str, tuple[int, int]]
 
@@ -47,10 +46,6 @@ class SearchFilters:
         if begin and finish and begin >= finish:
             raise InvalidInputError(f"start {begin.isoformat()} is not before end {finish.isoformat()}: swap them")
         return cls(day=parse_day(day) if day is not None else None, start=begin, end=finish)
-
-
-def recency_in_range(days: float) -> bool:
-    return 0 < days <= MAX_RECENCY_DAYS
 
 
 def seq_intervals(store: Store, user_id: str, filters: SearchFilters) -> Intervals | None:

@@ -8,10 +8,16 @@ from typing import Literal
 
 from engine.query.ranking import ScoreParts
 
-__all__ = ["SearchHit", "SearchResponse", "SearchMode", "LIMIT_RANGE", "DEFAULT_LIMIT", "KINDS", "MAX_QUERY_CHARS"]
+__all__ = ["SearchHit", "SearchResponse", "SearchMode", "LIMIT_RANGE", "DEFAULT_LIMIT", "KINDS", "MAX_QUERY_CHARS",
+           "MAX_RECENCY_DAYS", "recency_in_range"]
 
 SearchMode = Literal["hybrid", "lexical", "vector"]
 LIMIT_RANGE = (1, 20)
+MAX_RECENCY_DAYS = 36500  # a hundred years: anything longer is no filter at all
+
+
+def recency_in_range(days: float) -> bool:
+    return 0 < days <= MAX_RECENCY_DAYS
 DEFAULT_LIMIT = 6  # results when the caller does not say
 KINDS = ("summary", "message")  # what a search returns unless `kinds` narrows it
 MAX_QUERY_CHARS = 4096

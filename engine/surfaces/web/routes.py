@@ -13,9 +13,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from engine.errors import InvalidInputError
-from engine.query.filters import MAX_RECENCY_DAYS, recency_in_range
 from engine.query.navigation_results import MessageView
-from engine.query.search_types import LIMIT_RANGE
+from engine.query.search_types import LIMIT_RANGE, MAX_RECENCY_DAYS, recency_in_range
 from engine.timeutil import zone
 from engine.surfaces.web.auth import Viewer
 from engine.surfaces.web.session import CurrentViewer, Engine, WebRoute, href, render, see_other
