@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Iterator, Mapping, Sequence, cast
@@ -14,8 +13,8 @@ from engine.collector import fewer_collections
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError, storage_error
 from engine.locks import WriterLocks
-from engine.models import Message, NewMessage, Role
-from engine.query.navigation_results import VIEW_CAP_CHARS
+from engine.models import NewMessage, Role
+from engine.query.navigation_results import capped_message as capped  # the one cap of a returned message
 from engine.subprocesses import usable_cores
 from engine.timeutil import read_iso
 from indexers.bm25 import Bm25Params
@@ -81,15 +80,6 @@ def by_thread(rewritten: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str]
     for user, thread, seq in rewritten:
         grouped.setdefault((user, thread), set()).add(seq)
     return grouped
-
-
-def capped(message: Message) -> Message:
-    extra = len(message.content) - VIEW_CAP_CHARS
-    if extra <= 0:
-        return message
-    marker = (f" [... {extra} more characters: get message {message.message_id!r} with offset={VIEW_CAP_CHARS} "
-              "for the rest]")
-    return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
 
 
 def as_path(path: object) -> Path:

@@ -7,9 +7,11 @@ import re
 
 from engine.errors import InvalidInputError
 
-__all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "MAX_ID_CHARS"]
+__all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "shortened", "MAX_ID_CHARS",
+           "TITLE_CAP_CHARS"]
 
 MAX_ID_CHARS = 256
+TITLE_CAP_CHARS = 120  # a conversation's title as made and as shown: a 1 MB first message is not a title
 _CONTROL = re.compile(r"[\x00-\x1f]")  # what an id may not hold (a tab, a newline, ...)
 
 
@@ -29,7 +31,8 @@ def id_problem(name: str, value: object) -> str | None:
     """Why `value` cannot be an id (of a user, thread or message), or None: ids are non-empty printable
     strings of at most MAX_ID_CHARS characters."""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
-        return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {value!r}"
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {shown}"
     return None
 
 
@@ -46,3 +49,12 @@ def check_unit_interval(name: str, value: object) -> float:
             or not 0 <= value <= 1:
         raise InvalidInputError(f"{name} must be a number from 0 to 1, got {value!r}")
     return float(value)
+
+
+def shortened(text: str | None, cap: int) -> str | None:
+    """`text` in at most `cap` characters: cut at a word when one ends in its second half, with an ellipsis."""
+    if text is None or len(text) <= cap:
+        return text
+    cut = text[:cap - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > cap // 2 else cut).rstrip(" ,;:-") + "…"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from engine.errors import InvalidInputError
 
-__all__ = ["whole_number", "seq_range"]
+__all__ = ["whole_number", "seq_range", "seq_number", "MAX_SEQ"]
+
+MAX_SEQ = 2**63 - 1  # the store's BIGINT: a larger seq would reach DuckDB as an error about its integer types
 
 
 def whole_number(name: str, value: object, *, minimum: int = 0, maximum: int | None = None,
@@ -26,11 +28,15 @@ def whole_number(name: str, value: object, *, minimum: int = 0, maximum: int | N
 
 def seq_range(start_seq: object, end_seq: object) -> tuple[int, int]:
     """[start_seq, end_seq): whole numbers, seqs start at 1, end exclusive and after the start."""
-    start = whole_number("start_seq", start_seq, minimum=1)
-    end = whole_number("end_seq", end_seq, minimum=1)
+    start, end = seq_number("start_seq", start_seq), seq_number("end_seq", end_seq)
     if end <= start:
         raise InvalidInputError(
             f"range [{start}, {end}) is empty or reversed: end_seq is exclusive and must be greater "
             f"than start_seq (seq {start} alone is [{start}, {start + 1}))"
         )
     return start, end
+
+
+def seq_number(name: str, value: object) -> int:
+    """A seq: a thread's first message is 1; at most MAX_SEQ."""
+    return whole_number(name, value, minimum=1, maximum=MAX_SEQ)

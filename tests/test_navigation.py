@@ -313,7 +313,7 @@ def test_messages_range_is_half_open(nav, alice, ingestor):
     with pytest.raises(InvalidInputError, match="start_seq"):
         nav.messages_range("alice", -1, 3)
     with pytest.raises(InvalidInputError, match="wider"):
-        nav.messages_range("alice", 0, MAX_LIMIT + 1)
+        nav.messages_range("alice", 1, MAX_LIMIT + 2)
     ingestor.store.ensure_thread("alice", "side")
     ingestor.add_messages("alice", _msgs(2, prefix="side"), thread_id="side")
     assert [v.message_id for v in nav.messages_range("alice", 1, 3, thread_id="side")] == ["side-0", "side-1"]

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from engine.config import Settings
 from engine.errors import InvalidInputError, UnknownDaySegmentError
 from engine.models import Message, day_segment_id
+from engine.query.navigation_results import VIEW_CAP_CHARS, capped_message
 from engine.store.core import Store
 from engine.summaries.policy import day_summary_id
 from engine.timeutil import local_day, utcnow, zone
@@ -35,6 +36,7 @@ __all__ = [
     "ContextPayload",
     "ContextAssembler",
     "apply_context_window",
+    "smallest_budget",
     "format_conversation",
     "format_message",
     "trim_tool_output",
@@ -102,6 +104,18 @@ def format_conversation(messages: Sequence[Item], tz: ZoneInfo | None = None) ->
     return "\n".join([CONVERSATION_HEADING, *(format_message(m, tz) for m in messages)])
 
 
+def smallest_budget(counter: WordPieceCounter) -> int:
+    """Tokens of the smallest block a budget must hold: the heading and the truncation marker, everything
+    else dropped (summaries and messages go first)."""
+    return counter.count(format_conversation([TruncationMarker(1)]))
+
+
+def _too_small(max_tokens: int, counter: WordPieceCounter) -> InvalidInputError:
+    least = smallest_budget(counter)
+    return InvalidInputError(f"max_tokens must be at least {least}, got {max_tokens}: a context holds at least its "
+                             f"heading and truncation marker ({least} tokens); ask for {least} or more")
+
+
 def trim_tool_output(text: str, max_tokens: int, counter: WordPieceCounter) -> str:
     """`text` if it fits in `max_tokens`, else its head and tail around a placeholder, within `max_tokens`."""
     if counter.count_upto(text, max_tokens) <= max_tokens:
@@ -160,10 +174,11 @@ def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_
     scene) and the most recent ones stay, and one marker replaces the dropped middle.
     """
     budget = max_tokens - reserved_tokens
-    if budget <= 0:
+    if budget < smallest_budget(counter):
         raise InvalidInputError(
-            f"max_tokens ({max_tokens}) must be greater than reserved_tokens ({reserved_tokens}): "
-            "raise max_tokens or reserve fewer tokens for the answer"
+            f"max_tokens ({max_tokens}) must be greater than reserved_tokens ({reserved_tokens}) by at least "
+            f"{smallest_budget(counter)} tokens (the heading and truncation marker): raise max_tokens or reserve "
+            "fewer tokens for the answer"
         )
     heading = counter.count(CONVERSATION_HEADING)
     if len(_newest_fitting(messages, budget - heading, counter, tz)) == len(messages):
@@ -218,6 +233,8 @@ class ContextAssembler:
         budget = (settings.conversation_max_context_tokens - settings.conversation_reserved_tokens
                   if max_tokens is None else max_tokens)
         whole_number("max_tokens", budget, minimum=1)
+        if budget < smallest_budget(self.counter):
+            raise _too_small(budget, self.counter)
         user = self.store.get_user(user_id)
         thread_id = self.store.continuous_thread(user_id).thread_id
         tz = zone(user.timezone)
@@ -228,10 +245,11 @@ class ContextAssembler:
             loaded = self.store.messages_in_range(thread_id, pending[0], pending[1], include_notes=False)
         else:
             loaded = self._day_messages(user_id, thread_id, today)
-        summaries = self._summaries(user_id, thread_id, today, budget // 2)
-        header = "\n\n".join(f"## {title}\n{body}" for title, body in summaries if body)
+        shown = [self._capped(m) for m in loaded]
+        summaries = self._summaries(user_id, thread_id, today, budget)
+        header = _header(summaries)
         window_budget = budget - self.counter.count(header + "\n\n") if header else budget
-        items, trimmed = self._fit(loaded, window_budget, tz)
+        items, trimmed = self._fit(shown, window_budget, tz)
         text = "\n\n".join(p for p in (header, format_conversation(items, tz)) if p)
         payload = ContextPayload(
             user_id=user_id, thread_id=thread_id, day_label=today, source="slice" if pending else "today",
@@ -239,7 +257,8 @@ class ContextAssembler:
             today_summary=summaries[1][1], yesterday_summary=summaries[0][1],
             text=text, max_tokens=budget, messages_loaded=sum(isinstance(i, Message) for i in items),
             messages_dropped=len(loaded) - sum(isinstance(i, Message) for i in items),
-            truncated=trimmed or any(isinstance(i, TruncationMarker) for i in items),
+            truncated=(trimmed or any(a is not b for a, b in zip(shown, loaded))
+                       or any(isinstance(i, TruncationMarker) for i in items)),
             estimated_tokens=self.counter.count(text), exact_tokens=self.counter.exact,
         )
         _log_payload(payload, total_messages_in_db=self.store.message_count(thread_id))
@@ -253,13 +272,22 @@ class ContextAssembler:
         return self.store.messages_in_range(thread_id, segment.starts_at_seq, segment.ends_at_seq + 1,
                                             include_notes=False)
 
-    def _summaries(self, user_id: str, thread_id: str, today: date, cap: int) -> list[tuple[str, str | None]]:
-        """[(heading, markdown)] for yesterday then today; each capped so the raw window keeps room."""
+    def _summaries(self, user_id: str, thread_id: str, today: date, budget: int) -> list[tuple[str, str | None]]:
+        """[(heading, markdown)] for yesterday then today, each section (heading included) in a quarter of
+        the budget or left out (None), and fewer while the window would not keep its smallest block."""
         out: list[tuple[str, str | None]] = []
         for heading, day in (("Yesterday's Summary", today - timedelta(days=1)), ("Today's Summary", today)):
+            title = f"{heading} ({day.isoformat()})"
             found = self.store.timeline.get_summary(day_summary_id(thread_id, day), user_id=user_id)
-            body = trim_tool_output(found.markdown.strip(), cap // 2, self.counter) if found else None
-            out.append((f"{heading} ({day.isoformat()})", body))
+            room = budget // 4 - self.counter.count(f"## {title}\n")
+            body = trim_tool_output(found.markdown.strip(), room, self.counter) if found and room > 0 else None
+            out.append((title, body if body and self.counter.count(body) <= room else None))
+        least = smallest_budget(self.counter)
+        for index in range(len(out)):  # yesterday's goes first
+            header = _header(out)
+            if not header or budget - self.counter.count(header + "\n\n") >= least:
+                break
+            out[index] = (out[index][0], None)
         return out
 
     def _fit(self, messages: list[Message], budget: int, tz: ZoneInfo) -> tuple[list[Item], bool]:
@@ -279,6 +307,13 @@ class ContextAssembler:
             kept = self._squeeze(self._trim_tool(messages[-1]), budget, messages, tz)
         return _with_marker(kept, messages), True
 
+    def _capped(self, message: Message) -> Message:
+        """At most VIEW_CAP_CHARS of a message, as every result carries: a tool output's head and tail (its
+        end is often the error), any other message's head with a marker saying how to read the rest."""
+        if len(message.content) <= VIEW_CAP_CHARS:
+            return message
+        return capped_message(self._trim_tool(message))
+
     def _trim_tool(self, message: Message) -> Message:
         if message.role != "tool":
             return message
@@ -286,13 +321,19 @@ class ContextAssembler:
                                                          self.counter))
 
     def _squeeze(self, message: Message, budget: int, messages: list[Message], tz: ZoneInfo) -> list[Message]:
+        """The message's head and tail in what the block leaves; none when even its placeholder is too long."""
         room = budget - self._block_tokens(_with_marker([replace(message, content="")], messages), tz)
         if room <= 0:
             return []
-        return [replace(message, content=trim_tool_output(message.content, room, self.counter))]
+        squeezed = [replace(message, content=trim_tool_output(message.content, room, self.counter))]
+        return squeezed if self._block_tokens(_with_marker(squeezed, messages), tz) <= budget else []
 
     def _block_tokens(self, items: Sequence[Item], tz: ZoneInfo) -> int:
         return self.counter.count(format_conversation(items, tz))
+
+
+def _header(summaries: Sequence[tuple[str, str | None]]) -> str:
+    return "\n\n".join(f"## {title}\n{body}" for title, body in summaries if body)
 
 
 def _with_marker(kept: list[Message], messages: list[Message]) -> list[Item]:

@@ -18,24 +18,28 @@ from typing import Callable
 from engine.errors import InvalidInputError
 from engine.models import DaySegment, Message, Summary, User
 from engine.query.navigation_results import (
+    ANSWER_CAP_CHARS,
     AROUND_BEFORE_RATIO,
     AROUND_COUNT,
     CONTEXT_TURNS,
     SINCE_LIMIT,
     SUBSTRING_LIMIT,
+    VIEW_FIELD_CHARS,
     ConversationContext,
     DayView,
     MessageView,
     SummaryView,
     TurnsAround,
     TurnsSince,
+    answer_views,
     message_view,
     summary_view,
+    within_answer,
 )
 from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import check_text, check_unit_interval
 from engine.timeutil import parse_timestamp, utcnow, zone
-from engine.validation import whole_number
+from engine.validation import seq_number, whole_number
 
 __all__ = ["Navigator", "MAX_LIMIT"]  # its records live in engine.query.navigation_results
 
@@ -87,29 +91,34 @@ class Navigator:
                 f"to_message_id {to_message_id!r} (seq {last.seq}); swap them"
             )
         found = self.store.history.turns_of_day(segment.thread_id, segment.day_label, first.seq, last.seq)
-        return [message_view(m) for m in found]
+        return list(answer_views(found))
 
     # By time ---------------------------------------------------------------------------------
     def turns_since(self, user_id: str, timestamp: str | datetime, *, include_summaries: bool = True,
                     limit: int = SINCE_LIMIT, from_seq: int | None = None, thread_id: str | None = None) -> TurnsSince:
         """Turns at or after `timestamp` in order, and the summaries whose span ends after it.
 
-        At most `limit` turns; when more remain, `truncated` is set and the same call with
-        `from_seq=next_seq` (and include_summaries=False) returns the rest exactly once.
+        At most `limit` turns, and what one answer holds (ANSWER_CAP_CHARS, the summaries' share first);
+        when more remain, `truncated` is set and the same call with `from_seq=next_seq` (and
+        include_summaries=False) returns the rest exactly once.
         """
         limit = _whole("limit", limit, minimum=1)
-        start_seq = 0 if from_seq is None else _whole("from_seq", from_seq, maximum=None)
+        start_seq = 0 if from_seq is None else seq_number("from_seq", from_seq)
         user, thread = self._scope(user_id, thread_id)
         since = _moment(timestamp, user)
         rows = self.store.history.turns_since(thread, since, start_seq, limit + 1)
-        shown, rest = rows[:limit], rows[limit:]
-        summaries = self._summaries_ending_after(thread, since) if include_summaries else ()
+        every = self._summaries_ending_after(thread, since) if include_summaries else ()
+        summaries = every[:_summaries_within(every, ANSWER_CAP_CHARS // 2)]
+        room = ANSWER_CAP_CHARS - sum(_weight(s) for s in summaries)
+        shown = rows[:within_answer(rows[:limit], room)]
+        rest = rows[len(shown):]
+        notes = [self._future_notice(since), _summaries_left(len(every) - len(summaries), since)]
         return TurnsSince(
             since=since, messages=tuple(message_view(m) for m in shown), summaries=summaries,
             truncated=bool(rest), next_seq=rest[0].seq if rest else None,
             next_timestamp=rest[0].created_at if rest else None,
             continue_with=_continue_hint(since, rest[0].seq) if rest else None,
-            notice=self._future_notice(since),
+            notice="; ".join(n for n in notes if n) or None,
         )
 
     def turns_around(self, user_id: str, timestamp: str | datetime, *, count: int = AROUND_COUNT,
@@ -128,7 +137,7 @@ class Navigator:
         before = self.store.history.turns_before(thread, moment, want_before)
         after = self.store.history.turns_from(thread, moment, want_after)
         return TurnsAround(
-            moment=moment, messages=tuple(message_view(m) for m in [*reversed(before), *after]),
+            moment=moment, messages=answer_views([*reversed(before), *after]),
             before_count=len(before), after_count=len(after), requested_before=want_before,
             requested_after=want_after, notice=_short_notice(len(before), want_before, len(after), want_after),
         )
@@ -151,15 +160,15 @@ class Navigator:
         covered = len(raw) + sum(s.message_count - s.overlap for s in chosen)
         return ConversationContext(
             requested_turns=turns, uncovered_count=uncovered, summaries=chosen,
-            turns=tuple(message_view(m) for m in raw), turns_covered=covered,
+            turns=answer_views(raw), turns_covered=covered,
         )
 
     # By seq and text -------------------------------------------------------------------------
     def messages_range(self, user_id: str, start_seq: int, end_seq: int, *,
                        thread_id: str | None = None) -> list[MessageView]:
         """Turns with start_seq <= seq < end_seq, in order (at most MAX_LIMIT seqs wide)."""
-        start = _whole("start_seq", start_seq, maximum=None)
-        end = _whole("end_seq", end_seq, maximum=None)
+        start = seq_number("start_seq", start_seq)
+        end = seq_number("end_seq", end_seq)
         if start > end:
             raise InvalidInputError(
                 f"the range is reversed: start_seq {start} is after end_seq {end}; "
@@ -182,7 +191,7 @@ class Navigator:
         limit = _whole("limit", limit, minimum=1)
         _, thread = self._scope(user_id, thread_id)
         found = self.store.history.turns_containing(thread, text, limit)
-        return [(_offset(m.content, text), message_view(m)) for m in found]
+        return [(_offset(m.content, text), view) for m, view in zip(found, answer_views(found))]
 
     # Helpers ---------------------------------------------------------------------------------
     def _scope(self, user_id: str, thread_id: str | None) -> tuple[User, str]:
@@ -201,7 +210,7 @@ class Navigator:
         if message.thread_id != segment.thread_id or message.day_label != segment.day_label:
             raise InvalidInputError(
                 f"{name} {message_id!r} is not in day {segment.day_segment_id!r}: it belongs to "
-                f"{message.day_segment_id!r}; use get_day to list the day's message ids"
+                f"{message.day_segment_id!r}; list the day's message ids with get_day (`convsearch get --day`)"
             )
         return message
 
@@ -258,9 +267,31 @@ def _moment(timestamp: str | datetime, user: User) -> datetime:
     return parse_timestamp(timestamp, zone(user.timezone))
 
 
+def _weight(summary: SummaryView) -> int:
+    """What a summary weighs in an answer, as a message view does (engine.query.navigation_results)."""
+    return len(summary.markdown) + len(summary.title or "") + VIEW_FIELD_CHARS
+
+
+def _summaries_within(summaries: tuple[SummaryView, ...], room: int) -> int:
+    """How many of `summaries`, oldest first, fit in `room` characters (at least one)."""
+    for count, summary in enumerate(summaries):
+        room -= _weight(summary)
+        if room < 0 and count:
+            return count
+    return len(summaries)
+
+
+def _summaries_left(left: int, since: datetime) -> str | None:
+    if not left:
+        return None
+    return (f"{left} later summaries ending after {since.isoformat()} were left out to keep the answer small: "
+            "ask again with a later timestamp for them")
+
+
 def _continue_hint(since: datetime, next_seq: int) -> str:
     return (f"more turns follow: call turns_since again with timestamp '{since.isoformat()}', "
-            f"from_seq={next_seq} and include_summaries=false")
+            f"from_seq={next_seq} and include_summaries=false (`convsearch since ... --from-seq {next_seq} "
+            "--no-summaries`)")
 
 
 def _short_notice(got_before: int, want_before: int, got_after: int, want_after: int) -> str | None:

@@ -5,10 +5,12 @@ Datetimes are aware UTC; surfaces turn them into ISO strings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
+from typing import Sequence
 
 from engine.models import Message, Summary
+from engine.text_rules import TITLE_CAP_CHARS, shortened
 
 __all__ = [
     "MessageView",
@@ -22,10 +24,22 @@ __all__ = [
     "DayTimeline",
     "message_view",
     "summary_view",
+    "capped_message",
+    "within_answer",
+    "answer_views",
+    "VIEW_CAP_CHARS",
+    "ANSWER_CAP_CHARS",
+    "VIEW_FIELD_CHARS",
 ]
 
 
 VIEW_CAP_CHARS = 20_000  # characters of one message a view returns (as much as the index reads)
+# What one answer's messages may weigh, in characters: each message's text plus VIEW_FIELD_CHARS for its
+# other fields (ids, times). An MCP result travels twice in one event (text and structuredContent) and the
+# SDK's client refuses an event over 1 MiB: 100,000 characters stay well under it, CJK (3 bytes) included.
+ANSWER_CAP_CHARS = 100_000
+VIEW_FIELD_CHARS = 400
+SHARE_FLOOR_CHARS = 500  # answer_views never cuts a text shorter than this (a page must still say something)
 # The navigation calls' defaults, written once: the Navigator, the facade and the remote client use them.
 SINCE_LIMIT = 1000  # turns_since: turns per answer (the rest by from_seq=next_seq)
 AROUND_COUNT, AROUND_BEFORE_RATIO = 40, 0.5  # turns_around: turns in the window, and the share before the moment
@@ -109,10 +123,10 @@ class ConversationContext:
     turns_covered: int  # messages represented: raw turns plus summaries' non-overlapping counts
 
 
-def message_view(message: Message, offset: int = 0) -> MessageView:
-    """The message with at most VIEW_CAP_CHARS of its text from `offset`: a 7 MB message must not
-    flood a model's context (or a response) ten times over; the rest is paged by offset."""
-    page = message.content[offset:offset + VIEW_CAP_CHARS]
+def message_view(message: Message, offset: int = 0, cap: int = VIEW_CAP_CHARS) -> MessageView:
+    """The message with at most `cap` (VIEW_CAP_CHARS) characters of its text from `offset`: a 7 MB
+    message must not flood a model's context (or a response) ten times over; the rest is paged by offset."""
+    page = message.content[offset:offset + min(cap, VIEW_CAP_CHARS)]
     return MessageView(
         message_id=message.message_id, seq=message.seq, role=message.role, speaker=message.speaker,
         content=page, created_at=message.created_at, day_label=message.day_label,
@@ -125,10 +139,45 @@ def message_view(message: Message, offset: int = 0) -> MessageView:
 def summary_view(summary: Summary, message_count: int, ends_at: datetime | None, overlap: int = 0) -> SummaryView:
     return SummaryView(
         summary_id=summary.summary_id, kind=summary.kind, from_seq=summary.from_seq, to_seq=summary.to_seq,
-        message_count=message_count, markdown=summary.markdown, title=summary.title,
+        message_count=message_count, markdown=summary.markdown, title=shortened(summary.title, TITLE_CAP_CHARS),
         day_label=summary.day_label, conversation_id=summary.conversation_id, ends_at=ends_at,
         updated_at=summary.updated_at, overlap=overlap,
     )
+
+
+def capped_message(message: Message) -> Message:
+    """The message with at most VIEW_CAP_CHARS of its text and, when cut, a marker saying how to get the rest
+    (for results that return messages themselves: a conversation, a context payload)."""
+    extra = len(message.content) - VIEW_CAP_CHARS
+    if extra <= 0:
+        return message
+    marker = (f" [... {extra} more characters: get message {message.message_id!r} with offset={VIEW_CAP_CHARS} "
+              "for the rest]")
+    return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
+
+
+def within_answer(messages: Sequence[Message], room: int = ANSWER_CAP_CHARS) -> int:
+    """How many of `messages`, from the first, one answer holds as views (at least one): what a paged
+    result shows before its `next_seq`."""
+    for count, message in enumerate(messages):
+        room -= min(len(message.content), VIEW_CAP_CHARS) + VIEW_FIELD_CHARS
+        if room < 0 and count:
+            return count
+    return len(messages)
+
+
+def answer_views(messages: Sequence[Message]) -> tuple[MessageView, ...]:
+    """Views of all `messages` that together fit one answer: the longest texts are cut to one length
+    (short ones stay whole, none below SHARE_FLOOR_CHARS); a cut view says so (content_truncated), and
+    the rest is read by offset. For results that cannot page (a window around a moment, a grep)."""
+    lengths = sorted(min(len(m.content), VIEW_CAP_CHARS) for m in messages)
+    room, cap = ANSWER_CAP_CHARS - VIEW_FIELD_CHARS * len(lengths), VIEW_CAP_CHARS
+    for index, length in enumerate(lengths):
+        if length * (len(lengths) - index) > room:
+            cap = max(room // (len(lengths) - index), SHARE_FLOOR_CHARS)
+            break
+        room -= length
+    return tuple(message_view(m, cap=cap) for m in messages)
 
 
 # Days as the web page reads them (engine.query.days) --------------------------------------------

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from engine.store.across_threads import AcrossThreads
 from engine.store.db import SMALL_INSERT_ROWS, Database, in_values
-from engine.errors import UnknownConversationError, UnknownDaySegmentError
+from engine.errors import InvalidInputError, UnknownConversationError, UnknownDaySegmentError
 from engine.models import Conversation, DaySegment, Summary, day_segment_id
 from engine.store.summary_changes import SummaryChanges
 from engine.store.rows import (
@@ -23,7 +23,9 @@ from engine.store.rows import (
     summary_from_row,
 )
 
-__all__ = ["Timeline", "conversation_id_for", "summary_order"]
+__all__ = ["Timeline", "conversation_id_for", "summary_order", "MAX_REASON_CHARS"]
+
+MAX_REASON_CHARS = 200  # an end reason is a label on the record ("explicit", "topic change"), not a summary
 
 
 def summary_order(summary: Summary) -> tuple[str, int, str]:
@@ -91,6 +93,12 @@ class Timeline:
         )
 
     def end_conversation(self, conversation_id: str, ended_at: datetime, reason: str) -> None:
+        """End it now, with `reason` on its record: a reason over MAX_REASON_CHARS is refused, not cut,
+        since a cut label would say something the caller did not."""
+        if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+            shown = f"{len(reason)} characters" if isinstance(reason, str) else type(reason).__name__
+            raise InvalidInputError(f"reason must be a text of at most {MAX_REASON_CHARS} characters, got {shown}: "
+                                    "give a short label such as 'explicit' or 'topic change'")
         self.db.execute(
             "UPDATE conversations SET ended_at = ?, end_reason = ? WHERE conversation_id = ? AND ended_at IS NULL",
             [naive_utc(ended_at), reason, conversation_id],

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
 from engine.models import Message, Spoken
+from engine.text_rules import TITLE_CAP_CHARS, shortened
 from engine.summaries.said import MAX_QUOTE_WORDS, Said, said_in
 from engine.summaries.text import CJK, STOPWORDS, content_words, memo, normalise, spaced_words, split_sentences, word_count
 
@@ -105,7 +106,7 @@ _TRAILING = frozenset("since because while when where which who that and or but 
 
 def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
     """A 5-8 word title: cut at 8 words (at a clause end when one falls within 5-8), padded from
-    `fallback_words` up to 5."""
+    `fallback_words` up to 5; at most TITLE_CAP_CHARS characters, since a "word" may be a megabyte."""
     if _cut_by_characters(text):
         return text.strip().rstrip("。！？、.!?")[: 2 * TITLE_WORDS[1] + 1]
     words = _title_words(text)
@@ -115,7 +116,7 @@ def clamp_title(text: str, fallback_words: Sequence[str] = ()) -> str:
         if extra.lower() not in {w.lower() for w in words}:
             words.append(extra)
     title = " ".join(words)
-    return title[:1].upper() + title[1:]
+    return str(shortened(title[:1].upper() + title[1:], TITLE_CAP_CHARS))
 
 
 def _pads(text: str) -> bool:

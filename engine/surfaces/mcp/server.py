@@ -109,8 +109,8 @@ class BoundTools:
         thread_id: Annotated[str | None, THREAD] = None,
     ) -> TurnsSinceOut:
         """Every turn at or after a moment, in order, plus summaries of spans ending after it. Use for "what
-        happened since ...". When `truncated` is true, call again with from_seq=next_seq and
-        include_summaries=false for the rest."""
+        happened since ...". An answer holds at most `limit` turns and about 100,000 characters: when
+        `truncated` is true, call again with from_seq=next_seq and include_summaries=false for the rest."""
         options = given(limit=limit, include_summaries=include_summaries, from_seq=from_seq, thread_id=thread_id)
         return out(TurnsSinceOut, self.engine.turns_since(self.user_id, timestamp, **options))
 
@@ -149,8 +149,8 @@ class BoundTools:
         return out(SummaryOut, self.engine.summarize_range(self.user_id, start_seq, end_seq))
 
     def end_conversation(
-        self, reason: Annotated[str | None, Field(description="Why it ended, kept on the record "
-                                                  "(default 'explicit').")] = None,
+        self, reason: Annotated[str | None, Field(description="Why it ended, a short label kept on the record "
+                                                  "(default 'explicit'; at most 200 characters, else refused).")] = None,
     ) -> EndOut:
         """Mark the current conversation finished now and summarise it (title and two or three sentences). Use
         when the user wraps up or moves to an unrelated topic; otherwise conversations end after an idle gap."""
@@ -158,15 +158,16 @@ class BoundTools:
         return EndOut(summary=out(SummaryOut | None, summary))
 
     def get_conversation(
-        self, conversation_id: Annotated[str | None, Field(description="Return this whole conversation "
+        self, conversation_id: Annotated[str | None, Field(description="Return this conversation and its messages "
                                                            "(ids come from list_recent).", strict=True)] = None,
         list_recent: Annotated[bool, Field(description="List recent conversations instead.", strict=True)] = False,
         limit: Annotated[int | None, Field(description="With list_recent: how many, 1 to 100 (default 10).",
                                                      strict=True)] = None,
     ) -> ConversationDetailOut | list[ConversationOut]:
         """Browse past conversations: without arguments, the latest ones (title, summary, times, id, newest
-        first); with conversation_id, one whole conversation with all its messages. Use conversation_search to
-        find a topic instead."""
+        first); with conversation_id, one conversation with its messages, as many as one answer holds (about
+        100,000 characters): when `truncated` is true, `continue_with` says how to read the rest with
+        get_turns_since. Use conversation_search to find a topic instead."""
         if conversation_id is not None:
             if list_recent:
                 raise InvalidInputError("give conversation_id, or list_recent=true, not both")
