@@ -2,43 +2,40 @@
 
 Every body names its `user_id`. Errors are always `{"error": {"code", "message"}}`: engine errors
 keep their code and status, bad requests are 422 `invalid_input`, and only real bugs are 500
-`internal` (logged). With `settings.api_token` set, every path but /healthz, the /docs page and the web
-page's (which check their own cookie, engine.surfaces.web) needs the bearer token; without one, only Host headers
-naming the bound address are answered. MCP over streamable HTTP is served at /mcp, each session bound to
-one user (engine.surfaces.http.auth).
+`internal` (logged; engine.surfaces.http.failures). The import route is in engine.surfaces.http.upload.
+With `settings.api_token` set, every path but /healthz, the /docs page and the web page's (which check
+their own cookie, engine.surfaces.web) needs the bearer token; without one, only Host headers naming
+the bound address are answered. MCP over streamable HTTP is served at /mcp, each session bound to one
+user (engine.surfaces.http.auth).
 """
 
 from __future__ import annotations
 
-import logging
-import tempfile
 from contextlib import asynccontextmanager, nullcontext
-from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api import ConversationEngine
 from engine.surfaces.http.background import Scheduler, serving_jobs
-from engine.errors import ConvsearchError, InvalidInputError
 from engine.surfaces.http.auth import MCP_PATH, Auth, error_response
+from engine.surfaces.http.failures import add_error_handlers
 from engine.surfaces.http.docs_page import DOCS_PATH, STATIC_PREFIX, add_docs_page
 from engine.surfaces.http.hosts import HostGuard, allowed_hosts
-from engine.surfaces.web import is_web_path, missing_page, mount as mount_web, wants_page
+from engine.surfaces.http.upload import UPLOAD_PATH, router as upload_router
+from engine.surfaces.web import is_web_path, mount as mount_web
 from engine.surfaces.http.schemas import (RegenerateDayRequest, SummarizeRequest, AddUserRequest, AssembleRequest, ContextOut,
                                  ContextRequest, EndConversationRequest,
                                  EndOut, ErrorOut, GetConversationRequest, GetOut, GetRequest, HealthOut,
                                  IndexReportOut, IndexStatusOut, IngestOut, IngestRequest, ListConversationsRequest,
-                                 ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, RangeRequest,
-                                 SearchOut, SearchRequest, SliceOut, SubstringMatchOut, SubstringRequest, SummaryOut,
+                                 ConversationDetailOut, ConversationOut, MessageOut, PayloadOut, NoBody,
+                                 SearchOut, SearchRequest, SliceOut, SliceRequest, SubstringMatchOut, SubstringRequest,
+                                 SummaryOut,
                                  ThreadOut, ThreadRangeRequest,
                                  TurnsAroundOut, TurnsAroundRequest, TurnsSinceOut, TurnsSinceRequest, UserOut,
                                  UserRequest, UsersRequest, DeleteRequest, given, out, substring_matches)
@@ -47,9 +44,6 @@ from engine.surfaces.serialize import to_jsonable
 
 __all__ = ["create_app", "router"]
 
-log = logging.getLogger("convsearch.http")
-UPLOAD_PATH = "/api/import"
-HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
 SLICE_NOTE = "The user's next context assembly uses messages start_seq <= seq < end_seq instead of today's, once."
 
 
@@ -186,7 +180,7 @@ def get_conversation(body: GetConversationRequest, engine: Engine) -> Conversati
 
 
 @router.post("/context/slice")
-def request_context_slice(body: RangeRequest, engine: Engine) -> SliceOut:
+def request_context_slice(body: SliceRequest, engine: Engine) -> SliceOut:
     """Make the user's next /api/context/assemble use these messages instead of today's."""
     engine.request_context_slice(body.user_id, body.start_seq, body.end_seq)
     return SliceOut(start_seq=body.start_seq, end_seq=body.end_seq, note=SLICE_NOTE)
@@ -224,8 +218,8 @@ def list_users(body: UsersRequest, engine: Engine) -> list[str]:
 
 
 @router.post("/users/describe")
-def describe_users(engine: Engine) -> list[UserOut]:
-    """Every user with their time zone (what `convsearch users` prints)."""
+def describe_users(engine: Engine, body: NoBody | None = None) -> list[UserOut]:
+    """Every user with their time zone (what `convsearch users` prints); no body (or `{}`)."""
     return out(list[UserOut], list(engine.iter_users()))
 
 
@@ -241,49 +235,7 @@ def delete(body: DeleteRequest, engine: Engine) -> dict[str, Any]:
     return engine.delete(body.user_id, **body.model_dump(exclude={"user_id"}))
 
 
-@router.post(UPLOAD_PATH.removeprefix("/api"))
-async def import_file(request: Request, engine: Engine, format: str, user_id: str | None = None,
-                      timezone: str | None = None, skip_bad: bool = False, update: bool = False,
-                      suffix: str = "") -> dict[str, Any]:
-    """Import the file sent as the raw body (what `convsearch ingest FILE` does beside a running server)."""
-    limit = engine.settings.max_import_bytes
-    with tempfile.NamedTemporaryFile(prefix=".upload-", suffix=Path(suffix).suffix[:16], dir=engine.home) as tmp:
-        size = 0
-        async for part in request.stream():
-            size += len(part)
-            if size > limit:
-                raise InvalidInputError(f"the file is larger than {limit} bytes (CONVSEARCH_MAX_IMPORT_BYTES)")
-            tmp.write(part)
-        tmp.flush()
-        report = await run_in_threadpool(engine.import_file, tmp.name, fmt=format, user_id=user_id,
-                                         timezone=timezone, skip_bad=skip_bad, update=update)
-    return to_jsonable(report)  # type: ignore[no-any-return]
-
-
-# Errors and guards ------------------------------------------------------------------------------
-async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ConvsearchError)
-    return error_response(exc.http_status, exc.code, exc.message)
-
-
-async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    parts = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in exc.errors()]
-    return error_response(422, "invalid_input", "; ".join(parts) or "invalid request")
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 404 and wants_page(request):
-        return missing_page(request)
-    return error_response(exc.status_code, HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
-
-
-async def _internal(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("http.internal_error path=%s", request.url.path, exc_info=exc)
-    return error_response(500, "internal", "internal error (logged on the server); please report it")
-
-
+# Guards -----------------------------------------------------------------------------------------
 class BodyLimit:
     """413 for a body over the limit: by Content-Length up front, else counted as it streams in."""
 
@@ -362,14 +314,12 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
     # Documents the bearer scheme in /openapi.json; Auth does the checking.
     dependencies = [Security(HTTPBearer(auto_error=False))] if token else []
     app.include_router(router, dependencies=dependencies)
+    app.include_router(upload_router, prefix="/api", dependencies=dependencies, responses=ERRORS)
     app.include_router(open_router)
     mount_web(app)  # the web page at / (engine.surfaces.web)
     app.router.routes.append(Route(MCP_PATH, endpoint=sessions, methods=["GET", "POST", "DELETE"],
                                    include_in_schema=False))
-    app.add_exception_handler(ConvsearchError, _engine_error)
-    app.add_exception_handler(RequestValidationError, _invalid_request)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _internal)
+    add_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=engine.settings.max_body_bytes)
     # outermost: no body is read before the caller is known
     app.add_middleware(Auth, settings=engine.settings, checks_itself=_checks_itself)

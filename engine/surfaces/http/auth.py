@@ -3,7 +3,9 @@
 * `/api/*` (and the docs) need the admin token, `api_token`, when one is set.
 * An MCP session (`/mcp`) is bound to one user by its credentials, never by a tool argument: a
   user token (`user_tokens`) binds its own user; the admin token (or any caller of a server
-  without an `api_token`) names the user in the `X-Convsearch-User` header.
+  without an `api_token`) names the user in the `X-Convsearch-User` header, percent-encoded UTF-8
+  (HTTP reads header bytes as Latin-1, so "é😀" could not be named otherwise; an id without '%' or
+  non-ASCII characters goes as it is).
 The bound user goes into the ASGI scope as `convsearch.user` for the MCP surface to read.
 """
 
@@ -12,15 +14,17 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import quote, unquote
 
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.config import Settings
-from engine.errors import AuthError, ConvsearchError, ForbiddenError
+from engine.errors import AuthError, ConvsearchError, ForbiddenError, InvalidInputError
 
-__all__ = ["Auth", "Caller", "identify", "caller_of", "mcp_user", "error_response", "USER_HEADER", "MCP_PATH", "SCOPE_USER"]
+__all__ = ["Auth", "Caller", "identify", "caller_of", "mcp_user", "named_user", "misencoded_hint", "error_response", "cut",
+           "USER_HEADER", "MCP_PATH", "SCOPE_USER"]
 
 OPEN_PATHS = frozenset({"/healthz"})
 USER_HEADER = "X-Convsearch-User"
@@ -35,7 +39,13 @@ class Caller:
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The one error body of the HTTP surface (docs/reference/http.md)."""
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def cut(text: str, limit: int = 80) -> str:
+    """A value echoed in an error message, at most `limit` characters: a 100 KB one helps nobody."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def identify(authorization: str, settings: Settings) -> Caller | None:
@@ -55,16 +65,41 @@ def caller_of(token: str, settings: Settings) -> Caller | None:
     return None if settings.api_token else Caller(admin=True)  # no api_token: an open (loopback) server
 
 
+def named_user(headers: Headers) -> str | None:
+    """The user the X-Convsearch-User header names, percent-decoded as UTF-8 (a literal '%' is sent as %25)."""
+    named = headers.get(USER_HEADER)
+    if named is None:
+        return None
+    try:
+        return unquote(named, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"the {USER_HEADER} header {cut(named)!r} is not percent-encoded UTF-8: encode the "
+                                "user id's UTF-8 bytes (e.g. 'é' as %C3%A9)") from None
+
+
+def misencoded_hint(headers: Headers) -> str:
+    """For an unknown user named by a header holding raw non-ASCII bytes: how to send the id instead."""
+    named = headers.get(USER_HEADER) or ""
+    if named.isascii():
+        return ""
+    try:
+        meant = named.encode("latin-1").decode("utf-8")  # raw UTF-8 bytes, read as Latin-1 by HTTP
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        meant = named
+    return (f"; the {USER_HEADER} header held bytes outside ASCII, which HTTP reads as Latin-1: send the id "
+            f"percent-encoded as UTF-8 ({cut(meant)!r} is {cut(quote(meant, safe=''))})")
+
+
 def mcp_user(caller: Caller, headers: Headers) -> str:
     """The one user an MCP request acts for."""
-    named = headers.get(USER_HEADER)
+    named = named_user(headers)
     if caller.user_id is not None:
         if named and named != caller.user_id:
-            raise ForbiddenError(f"this token is bound to user {caller.user_id!r}; it cannot act for {named!r}")
+            raise ForbiddenError(f"this token is bound to user {caller.user_id!r}; it cannot act for {cut(named)!r}")
         return caller.user_id
     if not named:
         raise AuthError(f"an MCP session needs its user: send a user token (CONVSEARCH_USER_TOKENS) or name the "
-                        f"user in the {USER_HEADER} header")
+                        f"user in the {USER_HEADER} header (percent-encoded UTF-8)")
     return named
 
 

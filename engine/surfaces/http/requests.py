@@ -1,26 +1,68 @@
 """Request models of the HTTP and MCP surfaces (engine.surfaces.http.schemas re-exports them with the results).
 
-Strict types only; values (ranges, ids, timestamps) are checked by the engine, so every surface
-gives the same answer. Optional fields left out (or null) take the engine's default.
+Strict types; values (ranges, ids, timestamps) are checked by the engine, so every surface gives the
+same answer. What the engine cannot check in time is bounded here, once for every field: no text holds
+a NUL, a seq fits the store's BIGINT column (a bigger one failed inside DuckDB), a user id is never
+longer than an id may be (so no error echoes a 100 KB value). Optional fields left out (or null) take
+the engine's default.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from engine.text_rules import MAX_ID_CHARS
+from engine.validation import MAX_SEQ
 
 __all__ = [
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest",
     "SummarizeRequest", "RegenerateDayRequest", "SearchRequest", "GetRequest", "TurnsSinceRequest",
     "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest", "ThreadRangeRequest",
     "ListConversationsRequest", "GetConversationRequest", "AssembleRequest", "UsersRequest", "DeleteRequest",
-    "Kind", "USER", "THREAD",
+    "SliceRequest", "NoBody", "Kind", "Seq", "USER", "THREAD", "MAX_SEQ", "MAX_SEQ_SPAN", "holds_nul", "refuse_nul",
 ]
 
 Kind = Literal["summary", "message"]
 USER = "The user whose history to use; every request is scoped to this one user."
 THREAD = "Thread to read (ids from /api/threads); default: the user's continuous thread."
+MAX_SEQ_SPAN = 10_000  # the widest range /api/messages/range reads (engine.query.navigation.MAX_LIMIT; a test ties them)
+SEQS = f"seqs start at 1 (a thread's first message) and are at most {MAX_SEQ}"
+
+
+def _seq(value: int) -> int:
+    if not 1 <= value <= MAX_SEQ:
+        got = str(value) if abs(value) < 10**20 else f"a number of {len(str(abs(value)))} digits"
+        raise PydanticCustomError("seq", "{seqs}, got {got}", {"seqs": SEQS, "got": got})
+    return value
+
+
+Seq = Annotated[int, AfterValidator(_seq), Field(json_schema_extra={"minimum": 1, "maximum": MAX_SEQ})]
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a string, or any string inside lists and dicts (keys too), holds a NUL; a loop, not
+    recursion, so JSON nested as deep as the parser allows is no RecursionError."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def refuse_nul(value: Any) -> Any:
+    """The one rule for text on the HTTP surface: no NUL, in any field, query parameter or nested value."""
+    if holds_nul(value):
+        raise PydanticCustomError("nul_character", "holds a NUL character (\\u0000), which no text takes: remove it")
+    return value
 
 
 # Requests ---------------------------------------------------------------------------------------
@@ -29,9 +71,19 @@ class Request(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """Every field, content or speaker or id, under refuse_nul; nested requests check their own."""
+        return refuse_nul(value)
+
+
+class NoBody(Request):
+    """A route that takes nothing: no body, or `{}`."""
+
 
 class UserRequest(Request):
-    user_id: str = Field(description=USER)
+    user_id: str = Field(description=USER, max_length=MAX_ID_CHARS)
 
 
 class AddUserRequest(UserRequest):
@@ -64,7 +116,7 @@ class EndConversationRequest(UserRequest):
 
 
 class SummarizeRequest(Request):
-    user_id: str | None = Field(None, description="Only this user (default: every user).")
+    user_id: str | None = Field(None, description="Only this user (default: every user).", max_length=MAX_ID_CHARS)
     since: str | None = Field(None, description="Only days (and conversations ending) on or after this YYYY-MM-DD.")
 
 
@@ -99,7 +151,7 @@ class TurnsSinceRequest(UserRequest):
     timestamp: str = Field(description="ISO 8601 time (naive = user's zone): turns at or after it.")
     include_summaries: bool | None = Field(None, description="Also return summaries ending after it (default true).")
     limit: int | None = Field(None, description="At most this many turns (default 1000).")
-    from_seq: int | None = Field(None, description="Continue a truncated answer: pass its next_seq.")
+    from_seq: Seq | None = Field(None, description="Continue a truncated answer: pass its next_seq.")
     thread_id: str | None = Field(None, description=THREAD)
 
 
@@ -122,8 +174,19 @@ class SubstringRequest(UserRequest):
 
 
 class RangeRequest(UserRequest):
-    start_seq: int = Field(description="First seq of the range (seqs start at 1).")
-    end_seq: int = Field(description="End of the range, exclusive.")
+    start_seq: Seq = Field(description="First seq of the range (seqs start at 1).")
+    end_seq: Seq = Field(description="End of the range, exclusive.")
+
+
+class SliceRequest(RangeRequest):
+    @model_validator(mode="after")
+    def _not_too_wide(self) -> SliceRequest:
+        """A slice is read whole at the next assembly: no wider than /api/messages/range reads."""
+        if self.end_seq - self.start_seq > MAX_SEQ_SPAN:
+            raise PydanticCustomError("seq_span", "the slice [{start}, {end}) spans more than {most} seqs, the most "
+                                      "/api/messages/range reads: ask for a narrower one",
+                                      {"start": self.start_seq, "end": self.end_seq, "most": MAX_SEQ_SPAN})
+        return self
 
 
 class ThreadRangeRequest(RangeRequest):
@@ -143,7 +206,7 @@ class AssembleRequest(UserRequest):
 
 
 class UsersRequest(Request):
-    user_id: str | None = Field(None, description="Only this user (default: every user).")
+    user_id: str | None = Field(None, description="Only this user (default: every user).", max_length=MAX_ID_CHARS)
 
 
 class DeleteRequest(UserRequest):

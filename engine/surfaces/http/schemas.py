@@ -16,15 +16,15 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from engine.surfaces.http.requests import (AddUserRequest, AssembleRequest, ContextRequest, DeleteRequest,
                                   EndConversationRequest, GetConversationRequest, GetRequest, IngestRequest, Kind,
-                                  ListConversationsRequest, MessageIn, RangeRequest, RegenerateDayRequest, Request,
-                                  SearchRequest, SubstringRequest, SummarizeRequest, ThreadRangeRequest,
+                                  ListConversationsRequest, MessageIn, NoBody, RangeRequest, RegenerateDayRequest, Request, Seq,
+                                  SearchRequest, SliceRequest, SubstringRequest, SummarizeRequest, ThreadRangeRequest,
                                   TurnsAroundRequest, TurnsSinceRequest, UserRequest, UsersRequest)
 from engine.surfaces.serialize import to_jsonable
 
 __all__ = [  # requests, then results, then helpers
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest", "SearchRequest",
     "GetRequest", "TurnsSinceRequest", "TurnsAroundRequest", "ContextRequest", "SubstringRequest", "RangeRequest",
-    "ThreadRangeRequest",
+    "ThreadRangeRequest", "SliceRequest", "NoBody", "Seq",
     "ListConversationsRequest", "GetConversationRequest", "AssembleRequest",
     "RegenerateDayRequest", "SummarizeRequest", "UserOut", "ThreadOut", "IngestOut", "ScorePartsOut", "SearchHitOut",
     "SearchOut", "MessageOut",
@@ -269,7 +269,10 @@ class StoredMessageOut(BaseModel):
 
 class ConversationDetailOut(BaseModel):
     conversation: ConversationOut = Field(description="The conversation's record.")
-    messages: list[StoredMessageOut] = Field(description="Its messages in order.")
+    messages: list[StoredMessageOut] = Field(description="Its messages in order, as many as one answer holds.")
+    truncated: bool = Field(False, description="More messages follow: continue_with says how to read them.")
+    next_seq: int | None = Field(None, description="Seq of the first message left out.")
+    continue_with: str | None = Field(None, description="How to read the rest, in words.")
 
 
 class TruncationMarkerOut(BaseModel):
