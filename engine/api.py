@@ -105,7 +105,7 @@ class ConversationEngine:
     # Users and ingest -----------------------------------------------------------------------
     def add_user(self, user_id: str, timezone: str | None = None) -> User:
         """The user, created with `timezone` (default: the settings') when new; an existing one keeps its zone."""
-        return self.store.ensure_user(user_id, timezone or self.settings.default_timezone)
+        return self.store.ensure_user(user_id, self.settings.default_timezone if timezone is None else timezone)
 
     def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
                thread_id: str | None = None, index: bool = True) -> IngestResult:
@@ -448,9 +448,9 @@ class ConversationEngine:
         """The thread's days that have messages, oldest first (the web page's calendar)."""
         return self.days.list_days(user_id, thread_id)
 
-    def day_timeline(self, user_id: str, day_label: date, *, thread_id: str | None = None) -> DayTimeline:
-        """One day of the thread: its summary and every message, each marked with its covering summary."""
-        return self.days.day_timeline(user_id, day_label, thread_id)
+    def day_timeline(self, user_id: str, day_label: str | date, *, thread_id: str | None = None) -> DayTimeline:
+        """One day of the thread (YYYY-MM-DD or a date): its summary and every message, each marked with its covering summary."""
+        return self.days.day_timeline(user_id, parse_day(day_label), thread_id)
 
     def today(self, user_id: str) -> date:
         """Today's date in the user's zone."""

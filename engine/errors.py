@@ -23,6 +23,7 @@ __all__ = [
     "IndexStateError",
     "ReindexIncompleteError",
     "StoreLockedError",
+    "EngineClosedError",
     "EmbeddingUnavailableError",
     "AuthError",
     "SummarizerError",
@@ -125,6 +126,12 @@ class StoreLockedError(ConvsearchError):
     code = "store_locked"
     http_status = 423
     exit_code = 6
+
+
+class EngineClosedError(ConvsearchError):
+    """A call on an engine after its close (its store connection is gone)."""
+
+    code = "engine_closed"
 
 
 class EmbeddingUnavailableError(ConvsearchError):

@@ -97,8 +97,9 @@ def assert_trip_context(context: dict[str, Any]) -> None:
     assert [s["summary_id"] for s in context["summaries"]] == ["trip:sum:conv:1"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def engine(home: Path) -> Iterator[ConversationEngine]:
+    """Closed after its test: the CLI commands of the other tests open the same home (one engine at a time)."""
     with ConversationEngine(home, embedder=None) as engine:
         yield engine
 

@@ -74,7 +74,7 @@ def test_release_buffers_drops_the_blocks_a_whole_table_read_left_cached(tmp_pat
 
 def test_unknown_ids_and_zones_get_clear_errors(tmp_path):
     with Store(tmp_path / "s.duckdb") as store:
-        with pytest.raises(UnknownUserError, match="ensure_user"):
+        with pytest.raises(UnknownUserError, match="add_user"):
             store.get_user("nobody")
         with pytest.raises(UnknownTimezoneError, match="IANA"):
             store.ensure_user("x", "Mars/Olympus")

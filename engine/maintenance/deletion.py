@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 __all__ = ["Deleter", "deletion_report"]
 
 
+def checked_ids(message_ids: object) -> list[str]:
+    """`message_ids` when it is a collection of id strings; a bare string (whose characters would be
+    taken for ids, deleting other messages) or anything else is refused."""
+    if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, (list, tuple, set, frozenset)) \
+            or not all(isinstance(m, str) for m in message_ids):
+        raise InvalidInputError(f"message_ids must be a list of message id strings, like ['m1', 'm2'], got "
+                                f"{type(message_ids).__name__}")
+    return list(message_ids)
+
+
 def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Sequence[str] | None,
                     conversation_id: str | None, all_of_user: bool) -> dict[str, Any]:
     """`ConversationEngine.delete`: exactly one of the three, through the facade's locked calls."""
@@ -33,7 +43,7 @@ def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Se
         return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id,
                 "messages_deleted": count}
     engine.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
-    wanted = list(message_ids or ())
+    wanted = checked_ids(message_ids)  # before list(): a string would become its characters
     found = {m.message_id for m in engine.store.messages_by_ids(wanted, user_id=user_id)}
     count = engine.delete_messages(user_id, wanted)
     return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
@@ -49,10 +59,7 @@ class Deleter:
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
         self.store.get_user(user_id)  # an unknown user (or not a user id at all) is an error, not "0 deleted"
-        if isinstance(message_ids, (str, bytes)) or not isinstance(message_ids, (list, tuple, set, frozenset)) \
-                or not all(isinstance(m, str) for m in message_ids):
-            raise InvalidInputError("message_ids must be a list of message id strings")
-        messages = self.store.messages_by_ids(list(message_ids), user_id=user_id)
+        messages = self.store.messages_by_ids(checked_ids(message_ids), user_id=user_id)
         by_thread: dict[str, list[Message]] = {}
         for m in messages:
             by_thread.setdefault(m.thread_id, []).append(m)

@@ -88,6 +88,8 @@ class Searcher:
         """`penalty` and `summary_context` off are for ranking experiments (ablations)."""
         began = time.perf_counter()
         text, limit, kinds = _check_query(query), _check_limit(limit), _check_kinds(kinds)
+        if fusion not in (None, "weighted", "rrf"):
+            raise InvalidInputError(f"fusion must be weighted or rrf (or None: the settings'), got {fusion!r}")
         if min_score is not None:
             min_score = check_unit_interval("min_score", min_score)
         user = self.store.get_user(user_id)
@@ -152,6 +154,8 @@ class Searcher:
                 vector = pending.result()[0]
             except EmbeddingUnavailableError as exc:
                 notice = f"lexical search only: {exc.message}"
+        if not tokens:
+            notice = "; ".join(filter(None, (notice, _keywordless_notice(by_meaning=vector is not None))))
         if vector is None:
             return _Query(text, tokens, None, "lexical", fusion), notice
         return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
@@ -342,6 +346,14 @@ def _without_label(line: str, label: str) -> str:
     """A window line without its "Speaker: " prefix: the message's indexed text, for the snippet."""
     prefix = f"{label}: "
     return line[len(prefix):] if line.startswith(prefix) else line
+
+
+def _keywordless_notice(*, by_meaning: bool) -> str:
+    """Why a query without one indexable word finds nothing by keyword, and where exact characters are found."""
+    found = "these results match by meaning alone" if by_meaning else "a keyword search finds nothing"
+    return ("no word of the query can be matched by keyword (emoji, symbols, one-letter words and stop words such "
+            f"as 'the' are not indexed): {found}; search for words, or find exact characters with substring search "
+            "(substring_search, `convsearch grep`, POST /api/search_session_history)")
 
 
 def _pending_notice(notice: str | None, pending: int, user_id: str, ran: str, asked: str | None,

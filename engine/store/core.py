@@ -42,9 +42,13 @@ _MESSAGE_SCHEMA = pa.schema([
 ])
 
 
+CONTINUOUS_SUFFIX = ":continuous"
+
+
 def continuous_thread_id(user_id: str) -> str:
-    """Each user has one continuous thread, addressable without a lookup."""
-    return f"{user_id}:continuous"
+    """Each user has one continuous thread, addressable without a lookup; no other thread's id ends
+    like one (ensure_threads), so no user can take another's."""
+    return f"{user_id}{CONTINUOUS_SUFFIX}"
 
 
 class Store:
@@ -104,7 +108,8 @@ class Store:
             return self._users[user_id]
         rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
         if not rows:
-            raise UnknownUserError(f"unknown user {user_id!r}: create it first (ensure_user or `convsearch ingest --user`)")
+            raise UnknownUserError(f"unknown user {user_id!r}: add it first (add_user, POST /api/users, or "
+                                   "`convsearch ingest FILE --user`)")
         user = self._users[user_id] = user_from_row(rows[0])
         return user
 
@@ -129,8 +134,12 @@ class Store:
         self.get_user(user_id)
         thread_id = continuous_thread_id(user_id)
         rows = self._thread_rows(thread_id)
-        if rows:  # one query on the live path; the id is the user's own
-            return thread_from_row(rows[0])
+        if rows:  # one query on the live path
+            thread = thread_from_row(rows[0])
+            if thread.user_id != user_id:  # made by an import before such ids were refused
+                raise InvalidInputError(f"thread {thread_id!r} belongs to user {thread.user_id!r}: export and delete "
+                                        "that user's thread, then send this user's messages again")
+            return thread
         self.db.execute("INSERT INTO threads (thread_id, user_id, mode, title, created_at) "
                         "VALUES (?, ?, 'continuous', NULL, ?)", [thread_id, user_id, naive_utc(utcnow())])
         return self.get_thread(thread_id, user_id=user_id)
@@ -146,6 +155,10 @@ class Store:
         that are another user's, left as they are (the caller says which record asked for them)."""
         for thread_id in titles:
             _check_id("thread_id", thread_id)
+            if thread_id.endswith(CONTINUOUS_SUFFIX):
+                raise InvalidInputError(f"thread id {thread_id[:80]!r} ends in {CONTINUOUS_SUFFIX!r}, which names a "
+                                        "user's continuous thread: leave thread_id out for the user's own, or choose "
+                                        "another id")
         self.get_user(user_id)
         owners = self.across.owners(list(titles)) if titles else {}
         new = [thread_id for thread_id in titles if thread_id not in owners]
@@ -398,7 +411,8 @@ def taken_thread(thread_id: str) -> str:
 
 
 def _unknown_thread(thread_id: str) -> UnknownThreadError:
-    return UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with `convsearch stats`")
+    return UnknownThreadError(f"unknown thread {thread_id!r}: list the user's threads with list_threads, "
+                               "`convsearch threads --user USER` or POST /api/threads")
 
 
 def _check_id(name: str, value: object) -> None:

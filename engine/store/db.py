@@ -1,21 +1,22 @@
 """The DuckDB connection: opening, numbered migrations, transactions and batch inserts.
 
-DuckDB allows one writer process per file; a second process gets StoreLockedError, never a
-corrupt file. Inside a process the connection is shared under one lock, so the HTTP server's
-worker threads take turns (every statement here is short).
+DuckDB allows one writer process per file; a second process (or a second engine on the same file in
+one process) gets StoreLockedError, never a corrupt file. Inside a process the connection is shared
+under one lock, so the HTTP server's worker threads take turns (every statement here is short).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 import duckdb
 import pyarrow as pa
 
-from engine.errors import ConvsearchError, InvalidInputError, StoreLockedError
+from engine.errors import ConvsearchError, EngineClosedError, InvalidInputError, StoreLockedError
 
 __all__ = ["Database", "SCHEMA_VERSION", "MIGRATIONS", "in_values"]
 
@@ -111,16 +112,63 @@ def _values_checked() -> Iterator[None]:
         ) from None
 
 
+def _make_folder(folder: Path) -> None:
+    """The data directory, created when missing; a file in its place is the caller's mistake, said so."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInputError(f"{folder} is a file, not a data directory: pick a directory (--home, "
+                                "CONVSEARCH_HOME)") from None
+
+
+class _ClosedConnection:
+    """What a closed Database holds: any use says the engine is closed (not DuckDB's "Connection
+    already closed!"); closing again does nothing."""
+
+    def close(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        raise EngineClosedError("this engine is closed: open a new ConversationEngine (or use it inside its "
+                                "`with` block)")
+
+
+_OPEN_HERE: set[str] = set()  # the store files this process has open
+_OPEN_GUARD = threading.Lock()
+
+
+def _claimed(path: str, owner: object) -> Callable[[], None]:
+    """Claim a store file for one Database of this process; the returned call (also run when the owner
+    is collected) gives it back. DuckDB lets a process open a file twice, but two engines on one
+    directory each keep their own indexes and locks: one would keep finding what the other deleted."""
+    if path == ":memory:":
+        return lambda: None
+    key = str(Path(path).resolve())
+    with _OPEN_GUARD:
+        if key in _OPEN_HERE:
+            raise StoreLockedError(f"the store {path} is already open in this process (another ConversationEngine "
+                                   "on the same directory): use that engine, or close it before opening another")
+        _OPEN_HERE.add(key)
+    return weakref.finalize(owner, _give_back, key)
+
+
+def _give_back(key: str) -> None:
+    with _OPEN_GUARD:
+        _OPEN_HERE.discard(key)
+
+
 class Database:
     """One DuckDB connection with migrations applied; `path` may be ':memory:'."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _make_folder(Path(self.path).parent)
+        self._release = _claimed(self.path, self)
         try:
             self._con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.IOException as exc:
+            self._release()
             if "lock" in str(exc).lower():
                 raise StoreLockedError(
                     f"the store {self.path} is open for writing in another process "
@@ -136,6 +184,8 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._con.close()
+            self._con = cast(duckdb.DuckDBPyConnection, _ClosedConnection())
+        self._release()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -9,6 +9,7 @@ of a chat export (thousands of short threads) asked thread by thread ran at ~100
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Callable, Mapping, Sequence
@@ -196,8 +197,11 @@ def message_problem(message: NewMessage) -> str | None:
         return "content must be a string"
     if len(message.content) > MAX_MESSAGE_CHARS:
         return f"content is over {MAX_MESSAGE_CHARS} characters: split it"
-    if "\x00" in message.content:
-        return "content holds a NUL character: remove it"
+    if message.speaker is not None and not isinstance(message.speaker, str):
+        return f"speaker must be a string, got {type(message.speaker).__name__}"
+    for name in ("content", "speaker"):
+        if "\x00" in (getattr(message, name) or ""):
+            return f"{name} holds a NUL character: remove it"
     for name in ("content", "speaker", "message_id", "external_id"):
         value = getattr(message, name)
         if isinstance(value, str) and surrogate_problem(value):
@@ -206,4 +210,19 @@ def message_problem(message: NewMessage) -> str | None:
         value = getattr(message, name)
         if value is not None and id_problem(name, value):
             return id_problem(name, value)
+    return _metadata_problem(message.metadata)
+
+
+def _metadata_problem(metadata: object) -> str | None:
+    """Metadata is stored as JSON and exported as JSON: anything else (an object, NaN) would come back
+    as its repr or as invalid JSON."""
+    if not metadata:
+        return None
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except RecursionError:
+        return "metadata is nested too deeply: flatten it"
+    except (TypeError, ValueError) as exc:
+        return (f"metadata must hold JSON values only (strings, finite numbers, booleans, null, lists, objects): "
+                f"{str(exc)[:120]}")
     return None

@@ -111,7 +111,8 @@ def check_order(messages: Sequence[NewMessage], last_at: datetime | None) -> Non
                 raise OutOfOrderError(
                     f"message {index} at {at.isoformat()} is older than the thread's last stored message "
                     f"({previous.isoformat()}): threads are appended in time order; send it with a later created_at "
-                    "(or none: now), or put older history in a thread of its own (thread_id)")
+                    "(or none: now), or import older history into a thread of its own (`convsearch ingest FILE` with a "
+                    "thread_id on its rows: docs/formats.md)")
             raise OutOfOrderError(
                 f"message {index} at {at.isoformat()} is older than the message before it "
                 f"({previous.isoformat()}): threads are appended in time order; sort the batch by created_at")
