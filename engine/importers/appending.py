@@ -123,7 +123,7 @@ def _storable(ctx: ImportContext, group: list[ThreadBatch], threads: list[str]) 
             if problem is None and last_at is not None and at < last_at and id(item.message) in fresh:
                 problem = (f"{at.isoformat()} is older than the last message already stored in thread {thread_id} "
                            f"({last_at.isoformat()}): threads are appended in time order; import older history into "
-                           "a thread of its own")
+                           "a thread of its own (a thread_id on its rows)")
             if problem is not None:
                 ctx.issues.bad(item.location, f"created_at {problem}")
                 continue

@@ -12,10 +12,9 @@ stored, lines with neither are stored again on every import.
 
 from __future__ import annotations
 
-import json
 
 from engine.importers.appending import ingest_batches
-from engine.importers.records import FlatGrouper, ImportContext, Totals, progress_bar
+from engine.importers.records import BadRecord, FlatGrouper, ImportContext, Totals, parsed_line, progress_bar
 
 __all__ = ["import_jsonl"]
 
@@ -35,9 +34,9 @@ def import_jsonl(ctx: ImportContext) -> Totals:
             if not text.strip():
                 continue
             try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                ctx.issues.bad(location, f"not valid JSON ({exc.msg} at column {exc.colno})")
+                row = parsed_line(text)
+            except BadRecord as exc:
+                ctx.issues.bad(location, exc.reason)
                 continue
             grouper.add(location, row)
     return ingest_batches(ctx, grouper.batches())

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from engine.errors import ConvsearchError, ImportFileError
 from engine.importers.appending import ingest_batches
 from engine.importers.records import (
-    BadRecord, ImportContext, Item, ThreadBatch, Totals, ZoneBook, check_message, load_json,
+    BadRecord, ImportContext, Item, ThreadBatch, Totals, ZoneBook, check_message, load_json, parsed_line,
 )
 from engine.models import NewMessage
 from engine.timeutil import parse_timestamp
@@ -60,9 +60,11 @@ def _entries(ctx: ImportContext) -> Iterator[tuple[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield f"line {number}", json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                ctx.issues.bad(f"line {number}", "not a valid UTF-8 JSON object")
+                yield f"line {number}", parsed_line(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                ctx.issues.bad(f"line {number}", "not UTF-8 text: re-export the file as UTF-8")
+            except BadRecord as exc:
+                ctx.issues.bad(f"line {number}", exc.reason)
 
 
 def legacy_messages(entry: Any, tz: ZoneInfo) -> list[NewMessage]:

@@ -28,11 +28,20 @@ def import_parquet(ctx: ImportContext) -> Totals:
     number = 0
     with progress_bar(ctx.progress, parquet.metadata.num_rows, "read", unit="row") as bar:
         for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-            for row in batch.to_pylist():
+            for row in _in_microseconds(batch).to_pylist():
                 number += 1
                 grouper.add(f"row {number}", row)
             bar.update(batch.num_rows)
     return ingest_batches(ctx, grouper.batches())
+
+
+def _in_microseconds(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Nanosecond timestamps (pandas' datetime columns) cut to microseconds, what the store keeps:
+    Python's datetime cannot hold the nanoseconds, and refuses to drop them on its own."""
+    columns = [column.cast(pa.timestamp("us", column.type.tz), safe=False)
+               if pa.types.is_timestamp(column.type) and column.type.unit == "ns" else column
+               for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
 def _open(ctx: ImportContext) -> pq.ParquetFile:

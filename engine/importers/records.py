@@ -29,7 +29,7 @@ __all__ = [
     "flat_message", "load_json", "progress_bar",
 ]
 
-SKIP_HINT = "fix the record, or pass skip_bad=True (--skip-bad) to skip such records"
+SKIP_HINT = "fix the record, or skip such records (`convsearch ingest --skip-bad`, skip_bad=True in Python)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +134,32 @@ def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "msg")
                 file=sys.stderr, leave=False)
 
 
+TOO_DEEP = "JSON nested too deeply (deeper than any conversation record): flatten it"
+
+
 def load_json(path: Path) -> Any:
-    """A whole JSON file (the JSON formats are small); a clear error naming where it breaks."""
+    """A whole JSON file (the JSON formats are small; a UTF-8 byte-order mark is allowed); a clear
+    error naming where it breaks."""
     try:
-        with path.open("r", encoding="utf-8") as fh:
+        with path.open("r", encoding="utf-8-sig") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise ImportFileError(f"{path} is not valid JSON ({exc.msg}, column {exc.colno}): fix or re-export the file",
                               location=f"line {exc.lineno}") from None
     except UnicodeDecodeError:
         raise ImportFileError(f"{path} is not UTF-8 text: re-export it as UTF-8 JSON") from None
+    except RecursionError:
+        raise ImportFileError(f"{path}: {TOO_DEEP}") from None
+
+
+def parsed_line(text: str) -> Any:
+    """One line's JSON value (a byte-order mark before the first is allowed); BadRecord saying what is wrong."""
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise BadRecord(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise BadRecord(TOO_DEEP) from None
 
 
 def check_id(name: str, value: object) -> str:
@@ -264,10 +280,7 @@ def _metadata(value: object) -> dict[str, Any]:
     if value is None or value == "":
         return {}
     if isinstance(value, str):  # parquet keeps metadata as a JSON string
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise BadRecord("metadata is not a JSON object") from None
+        value = parsed_line(value)
     if not isinstance(value, dict):
         raise BadRecord(f"metadata must be an object, got {type(value).__name__}")
     return value

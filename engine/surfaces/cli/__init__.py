@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
-from typing import Sequence
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from engine.surfaces.cli.output import emit
 from engine.errors import ConvsearchError
@@ -85,20 +88,50 @@ def _version() -> str:
         return "0.1.0"
 
 
+@contextmanager
+def _noting_interrupts() -> Iterator[list[int]]:
+    """Ctrl-C as before (KeyboardInterrupt), also noted: DuckDB turns one that lands inside a query into
+    an error of its own ("Query interrupted"), which is still the user's Ctrl-C, not a bug."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(number: int, frame: object) -> None:
+        noted.append(number)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted() -> int:
+    print("convsearch: interrupted: what was stored stays; run the same command again to finish (stored ids are "
+          "skipped)", file=sys.stderr)
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
     _log_to_stderr(args.verbose)
-    try:
-        result = args.handler(args)
-    except ConvsearchError as exc:
-        print(f"convsearch: error [{exc.code}]: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("convsearch: interrupted", file=sys.stderr)
-        return 130
+    with _noting_interrupts() as interrupted:
+        try:
+            result = args.handler(args)
+        except ConvsearchError as exc:
+            print(f"convsearch: error [{exc.code}]: {exc.message}", file=sys.stderr)
+            return exc.exit_code
+        except Exception:
+            if not interrupted:
+                raise  # a bug: its traceback
+            return _interrupted()
+        except KeyboardInterrupt:
+            return _interrupted()
     if result is not None:
         emit(result, args.format)
     return 0

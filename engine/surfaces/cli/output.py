@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any, TextIO
 
@@ -11,6 +12,7 @@ from engine.surfaces.serialize import to_jsonable
 __all__ = ["emit", "render_table"]
 
 MAX_CELL = 80
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on (escape sequences, bells); not tab or newline
 
 
 def emit(payload: Any, fmt: str, stream: TextIO | None = None) -> None:
@@ -41,8 +43,10 @@ def render_table(data: Any) -> str:
 
 
 def _cell(value: Any, *, cut: bool = True) -> str:
-    """A table cell on one line, cut at MAX_CELL; a record's own field (`cut=False`) is shown whole."""
+    """A table cell on one line, cut at MAX_CELL; a record's own field (`cut=False`) is shown whole.
+    Control characters are shown escaped: a stored message must not recolour or retitle the terminal."""
     text = "" if value is None else (json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value))
+    text = _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
     if not cut:
         return text
     text = " ".join(text.split())
