@@ -70,7 +70,8 @@ def _in_gap(naive: datetime, tz: ZoneInfo) -> bool:
 def read_iso(value: str, *, field: str = "timestamp") -> datetime:
     """An ISO 8601 string as a datetime, naive when it carries no offset (read later in the user's zone)."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidTimestampError(f"{field} {value!r} is not a string; accepted: {ACCEPTED_FORMS}")
+        what = "is empty" if isinstance(value, str) else "is not a string"
+        raise InvalidTimestampError(f"{field} {value!r} {what}; accepted: {ACCEPTED_FORMS}")
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

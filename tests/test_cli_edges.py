@@ -121,3 +121,20 @@ def test_ctrl_c_during_an_import_exits_130_without_a_traceback(tmp_path: Path) -
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 130 and "Traceback" not in err and "run the same command again" in err, err
+
+
+def test_an_openai_conversation_whose_current_node_is_missing_is_an_error(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    node = {"id": "n1", "parent": None, "message": {"id": "n1", "author": {"role": "user"},
+                                                     "content": {"parts": ["hello"]}, "create_time": 1709800000}}
+    data = tmp_path / "chat.json"
+    data.write_text(json.dumps([{"id": "c1", "title": "t", "mapping": {"n1": node}, "current_node": "gone"}]),
+                    encoding="utf-8")
+    status, _, err = run(capsys, "--home", str(tmp_path / "home"), "ingest", str(data), "--format", "openai",
+                         "--user", "u")
+    assert status == 3 and "current_node 'gone' is not a node of its mapping" in err
+
+
+def test_a_directory_is_not_a_file_to_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "--home", str(tmp_path / "home"), "ingest", str(tmp_path), "--format", "jsonl")
+    assert status == 3 and "is a directory: give one file" in err

@@ -87,6 +87,8 @@ def _json_shape(data: object) -> str | None:
 def _check_arguments(path: Path, fmt: str, user_id: str | None, timezone: str | None) -> None:
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown import format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if path.is_dir():
+        raise InvalidInputError(f"{path} is a directory: give one file to import (each file is one import)")
     if not path.is_file():
         raise InvalidInputError(f"no such file: {path}: check the path")
     if fmt in _NEEDS_USER and not user_id:

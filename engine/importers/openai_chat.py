@@ -81,6 +81,10 @@ def _branch(conversation: dict[str, Any]) -> list[dict[str, Any]]:
     """ChatGPT's tree, flattened along the branch the user last saw (root first)."""
     mapping = conversation["mapping"]
     node_id = conversation.get("current_node") or next(reversed(mapping), None)
+    if mapping and node_id not in mapping:  # else nothing would be imported, and nothing said
+        raise ImportFileError(f"conversation {str(conversation.get('id'))[:80]!r}: current_node "
+                              f"{str(node_id)[:80]!r} is not a node of its mapping: re-export the conversation, "
+                              "or remove current_node to take the last node")
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
     while isinstance(node_id, str) and node_id in mapping and node_id not in seen:  # a cycle ends the walk

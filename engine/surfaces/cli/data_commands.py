@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help="import a file of messages into the store")
     p.add_argument("file", type=Path)
     p.add_argument("--format", dest="file_format", choices=FORMATS,
-                   help="the file's format (default: from its extension, .jsonl or .parquet)")
+                   help="the file's format (default: from its extension: .jsonl, .parquet, or .json by its first record)")
     p.add_argument("--user", help="user id for formats without one (openai, legacy) or as the JSONL default")
     p.add_argument("--timezone", help="IANA time zone for users created by this import")
     p.add_argument("--skip-bad", action="store_true", help="skip bad records (each is reported) instead of failing")
