@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.surfaces.cli import (data_commands, eval_commands, ops_commands, query_commands, service_commands,
                             summary_commands)
 
-    parser = argparse.ArgumentParser(prog="convsearch", description=__doc__.splitlines()[0].replace("`", "").removeprefix("convsearch: "))
+    summary = __doc__.splitlines()[0].replace("`", "").removeprefix("convsearch: ")  # "every operation of ..."
+    parser = argparse.ArgumentParser(prog="convsearch", description=summary[:1].upper() + summary[1:])
     parser.add_argument("--version", action="version", version=f"convsearch {_version()}")
     _global_options(parser, None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
