@@ -259,7 +259,7 @@ class ConversationEngine:
     def reindex_on_ray(self, user_id: str | None = None, *, address: str | None = None,
                        embed_actors: int | None = None, shards: str | None = None,
                        progress: Progress | None = None) -> RayReindexReport:
-        """Rebuild on Ray (`pip install convsearch[ray]`; docs/scaling.md): this home's shards, or the
+        """Rebuild on Ray (the `ray` extra; docs/scaling.md): this home's shards, or the
         shard storage at `shards` (a directory or an s3:// URL several machines reach). Users already
         at the target are skipped, so a rerun after a killed job resumes."""
         return rebuild_on_ray(self, self.users(user_id), address=address, embed_actors=embed_actors, shards=shards,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +201,27 @@ def test_the_cli_prints_the_same_through_the_server_as_on_the_store(home: Path) 
     for command, mine, theirs in zip(commands, local, remote):
         assert mine == theirs, command
     assert [code for code, _, _ in local][-2:] == [4, 4]  # errors too (not found): same message, same exit code
+
+
+@pytest.mark.slow
+def test_a_server_started_while_a_command_holds_the_store_waits_for_it(home: Path) -> None:
+    env = environment()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_STORE, str(home)], env=env, stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "open"  # the store is held now
+    served = serve(home, env)  # returns once /healthz answers: after the holder let go
+    try:
+        assert holder.wait(timeout=60) == 0
+        assert "serve.waiting: another process has the store open" in served.log.read_text(encoding="utf-8")
+        assert json.loads(cli(home, env, "stats").stdout)["users"] >= 3
+    finally:
+        served.stop()
+
+
+HOLD_THE_STORE = """
+import sys, time
+from engine.api import ConversationEngine
+with ConversationEngine(sys.argv[1], embedder=None):
+    print("open", flush=True)
+    time.sleep(3)
+"""

@@ -170,7 +170,7 @@ def test_a_day_without_messages_is_an_empty_day(client: TestClient) -> None:
 
 def test_an_unknown_user_is_a_page_not_a_crash(client: TestClient) -> None:
     response = client.get("/?user=mallory")
-    assert response.status_code == 422 and "unknown user" in response.text
+    assert response.status_code == 404 and "unknown user" in response.text
 
 
 # Forms ------------------------------------------------------------------------------------------

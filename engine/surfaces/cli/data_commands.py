@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         group.add_argument("--all", action="store_true", help="every user")
         p.set_defaults(handler=index if name == "index" else reindex)
     p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local: in this process; ray: on a Ray cluster (pip install 'convsearch[ray]')")
+                   help="local: in this process; ray: on a Ray cluster (the ray extra: pip install -e '.[ray]')")
     p.add_argument("--ray-address", help="the Ray cluster to join (default: start a local instance)")
     p.add_argument("--embed-actors", type=int, help="embedding actors, each loading the model once (default: CPUs - 1)")
     p.add_argument("--shards", help="publish shards to this directory or s3:// URL instead of --home's indexes/")

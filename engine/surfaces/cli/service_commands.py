@@ -11,15 +11,18 @@ import argparse
 import logging
 import socket
 import sys
+import time
 
 from engine.surfaces.cli.common import open_local, refuse_beside_server
 from engine.config import Settings, data_dir
-from engine.errors import InvalidInputError
+from engine.api import ConversationEngine
+from engine.errors import InvalidInputError, StoreLockedError
 from engine.surfaces.http.hosts import is_loopback
 
 __all__ = ["register"]
 
 log = logging.getLogger("convsearch.serve")
+STORE_WAIT_S = 60  # how long `serve` waits for a command that holds the store (an import started beside it)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,10 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    """Own the data directory: HTTP API and MCP on one socket, advertised in the directory (engine.surfaces.runtime)."""
-    import uvicorn
-
-    from engine.surfaces.http.app import create_app
+    """Own the data directory: HTTP API and MCP on one socket, advertised in the directory (engine.surfaces.runtime)
+    before the server's own imports, so a CLI command started beside `serve &` finds it starting."""
     from engine.surfaces.runtime import advertised
 
     if not is_loopback(args.host) and not Settings().api_token:
@@ -51,12 +52,32 @@ def serve(args: argparse.Namespace) -> None:
         log.warning("serve.no_token host=%s --insecure: anyone who can reach it reads every user's history",
                     args.host)
     refuse_beside_server(args, "serve")
-    with advertised(data_dir(args.home), None), open_local(args, "serve", create=True) as engine:  # "starting", for clients
+    with advertised(data_dir(args.home), None), _store_when_free(args) as engine:  # "starting", for clients
+        import uvicorn
+
+        from engine.surfaces.http.app import create_app
+
         sock = _listen(args.host, args.port)  # bound before advertising: early clients wait in the backlog
         url = f"http://{_client_host(args.host)}:{sock.getsockname()[1]}"
         config = uvicorn.Config(create_app(engine, host=args.host, url=url), log_level="info")
         print(f"convsearch: serving {engine.home} at {url} (MCP at {url}/mcp)", file=sys.stderr, flush=True)
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _store_when_free(args: argparse.Namespace) -> ConversationEngine:
+    """The store, once a command that opened it first lets it go: one started at the same moment as
+    `serve &` may have opened it before server.json said a server was starting."""
+    deadline, warned = time.monotonic() + STORE_WAIT_S, False
+    while True:
+        try:
+            return open_local(args, "serve", create=True)
+        except StoreLockedError:
+            if time.monotonic() > deadline:
+                raise
+            if not warned:
+                log.warning("serve.waiting: another process has the store open; waiting up to %d s for it", STORE_WAIT_S)
+                warned = True
+            time.sleep(0.5)
 
 
 def mcp(args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, UnknownUserError
 from engine.query.navigation_results import MessageView
 from engine.query.search_types import LIMIT_RANGE, MAX_RECENCY_DAYS, recency_in_range
 from engine.timeutil import zone
@@ -35,7 +35,7 @@ def _user(engine: Engine, viewer: Viewer, asked: str | None) -> tuple[str | None
     users = engine.users()
     if asked:
         if asked not in users:
-            raise InvalidInputError(f"unknown user {asked[:80]!r}: pick one of the list")
+            raise UnknownUserError(f"unknown user {asked[:80]!r}: pick one of the list")
         return asked, users
     return (users[0] if users else None), users
 
