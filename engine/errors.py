@@ -195,6 +195,7 @@ def storage_error(exc: BaseException) -> StorageFullError | None:
     text = str(exc).lower()
     if getattr(exc, "errno", None) in _FULL_ERRNOS or any(word in text for word in _FULL_WORDS):
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        return StorageFullError(f"the disk is full ({first}): free some space, then retry; "
-                                "the failed write was not stored")
+        return StorageFullError(f"the disk is full ({first}): free some space, then run it again; the failed "
+                                "write was not stored, what was stored before it stays (an import's "
+                                "earlier batches), and stored ids are skipped")
     return None

@@ -8,13 +8,15 @@ bytes lie in the file (what `indexers/readahead.py` advises).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 
+from engine.errors import IndexStateError
 from indexers.chunking import Chunk, line_of, lines_of
 from indexers.readahead import advise
 
@@ -114,6 +116,17 @@ class ChunkSource:
             advise(self.fd, spans)
 
 
+@contextmanager
+def _damage_reported() -> Iterator[None]:
+    """Text the file holds that is not UTF-8 is a damaged file (the table is read lazily, so only a
+    read finds it): an index error that says how to rebuild, not a UnicodeDecodeError."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise IndexStateError(f"a window's text in a saved chunk table is damaged ({exc.reason} at byte {exc.start}): "
+                              "run `convsearch doctor --repair` (or `convsearch reindex --user USER`)") from None
+
+
 def _offsets(array: pa.Array) -> np.ndarray:
     """The value offsets of a (list or string) array with no nulls, zero-copy."""
     return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
@@ -125,13 +138,15 @@ class _Strings:
         self.at = source.at(array.buffers()[2])
 
     def __getitem__(self, i: int) -> str:
-        return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
+        with _damage_reported():
+            return str(self.read(int(self.offsets[i]), int(self.offsets[i + 1])), "utf-8")
 
     def run(self, first: int, stop: int) -> tuple[str, ...]:
         """Strings first..stop-1, read in one go."""
         ends = self.offsets[first:stop + 1].tolist()
         data = self.read(ends[0], ends[-1])
-        return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
+        with _damage_reported():
+            return tuple(str(data[a - ends[0]:b - ends[0]], "utf-8") for a, b in zip(ends, ends[1:]))
 
     def span(self, first: int, stop: int) -> tuple[int, int]:
         """The file's (offset, length) that `run(first, stop)` reads; (0, 0) when not read from a file."""

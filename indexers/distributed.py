@@ -15,6 +15,7 @@ memory stays bounded however many users there are.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from indexers.shard_storage import ShardStorage
 __all__ = ["RayOptions", "RayReindexReport", "reindex_on_ray", "import_ray"]
 
 Progress = Callable[[int, int], None]
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes Ray puts in its errors' text
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,5 +266,6 @@ class _Driver:
             user.waiting += 1
 
     def _fail(self, user_id: str, exc: Exception) -> None:
-        self.failed[user_id] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        first = _ANSI.sub("", str(exc)).splitlines()[0][:200] if str(exc) else ""  # Ray colours its task names
+        self.failed[user_id] = f"{type(exc).__name__}: {first}"
         self.users.pop(user_id, None)

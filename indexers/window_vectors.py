@@ -18,16 +18,23 @@ def message_lines_to_embed(chunks: Sequence[Chunk], has_vectors: Callable[[Seque
                            ) -> tuple[dict[str, int], dict[str, str]]:
     """Which messages of these windows lend a one-message window's vector (message id -> index in
     `chunks`) and which need their own line embedded (message id -> line), skipping the messages
-    `has_vectors` (asked once for all of them) says have one."""
+    `has_vectors` (asked once for all of them) says have one.
+
+    A split message lends its first piece's vector (part 0) and no other: windows are embedded in
+    blocks, and "the first piece in this block" would make the vector depend on where a block began
+    (a resumed index gave 13-18 long messages another vector than an uninterrupted one)."""
     own: dict[str, int] = {}
+    alone: set[str] = set()  # messages with a window of their own here (a split one's later pieces too)
     lines: dict[str, str] = {}
     for index, chunk in enumerate(chunks):
         if len(chunk.message_ids) == 1:
-            own.setdefault(chunk.message_ids[0], index)
+            alone.add(chunk.message_ids[0])
+            if chunk.part == 0:
+                own.setdefault(chunk.message_ids[0], index)
             continue
         for message_id, line in zip(chunk.message_ids, chunk.message_lines()):
             lines.setdefault(message_id, line)
-    asked = [m for m in lines if m not in own]
+    asked = [m for m in lines if m not in alone]
     return own, {m: lines[m] for m, known in zip(asked, has_vectors(asked).tolist()) if not known}
 
 

@@ -234,6 +234,14 @@ def _leftovers(e: ConversationEngine) -> None:
     (live.parent / "CURRENT.tmp").write_text("v000099")
 
 
+def _garble_window_text(e: ConversationEngine) -> None:
+    """Bytes of a window's text that are not UTF-8: the file still opens (it is read lazily)."""
+    path = _live(e) / "chunks.arrow"
+    data = path.read_bytes()
+    at = data.index(b"about topic")
+    path.write_bytes(data[:at] + b"\xff\xfe" + data[at + 2:])
+
+
 def _rewrite_manifest(e: ConversationEngine, **changes: object) -> None:
     path = _live(e) / "manifest.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
@@ -244,6 +252,7 @@ FAULTS: dict[str, tuple[Callable[[ConversationEngine], object], str]] = {
     "vector labels deleted": (lambda e: (_live(e) / "hnsw" / "labels.npy").unlink(), "index_unreadable"),
     "corrupt manifest": (lambda e: (_live(e) / "manifest.json").write_text("{not json"), "index_unreadable"),
     "truncated chunk table": (lambda e: os.truncate(_live(e) / "chunks.arrow", 64), "index_unreadable"),
+    "window text not UTF-8": (_garble_window_text, "index_unreadable"),
     "pointer to a missing version": (lambda e: (_live(e).parent / "CURRENT").write_text("v999999"), "index_pointer"),
     "garbage pointer": (lambda e: (_live(e).parent / "CURRENT").write_text("../../etc"), "index_pointer"),
     "crash leftovers": (_leftovers, "index_leftovers"),
@@ -326,3 +335,16 @@ def test_a_version_left_by_a_crash_before_the_flip_does_not_block_the_next_save(
 
 if __name__ == "__main__":
     child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+
+
+@pytest.mark.parametrize("size", [0.5, 0.9])
+def test_doctor_on_a_damaged_store_file_reports_it(damaged_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str], size: float) -> None:
+    monkeypatch.setenv("CONVSEARCH_EMBEDDING_BACKEND", "none")
+    store = damaged_home / "convsearch.duckdb"
+    os.truncate(store, int(store.stat().st_size * size))
+    status = main(["--home", str(damaged_home), "doctor"])
+    out = capsys.readouterr()
+    assert status == 2 and "Traceback" not in out.err, out.err  # a finding, not a bug's exit (1)
+    finding = json.loads(out.out)["report"]["findings"][0]
+    assert finding["code"] == "store_unreadable" and "restore the store from a backup" in finding["fix"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.store.checks import SCHEMA_VERSION
-from engine.errors import ConvsearchError
+from engine.errors import ConvsearchError, IndexStateError
 from engine.timeutil import utcnow
 from indexers.shard import Shard, shard_dir
 
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["Finding", "DoctorReport", "RepairReport", "diagnose", "repair", "STORE_CODES", "INDEX_CODES"]
 
 # Stable codes (clients and tests match on them); each maps to the fix it is repaired by.
-STORE_CODES = ("store_schema", "store_seq_order", "store_thread_tail", "store_orphan_turn", "store_day_bounds",
-               "store_conversation_bounds", "store_summary_span")
+STORE_CODES = ("store_unreadable", "store_schema", "store_seq_order", "store_thread_tail", "store_orphan_turn",
+               "store_day_bounds", "store_conversation_bounds", "store_summary_span")
 INDEX_CODES = ("index_pointer", "index_unreadable", "index_incompatible", "index_ahead",
                "index_manifest_mismatch", "index_bm25_mismatch", "index_vectors_mismatch",
                "index_deleted_reference", "index_leftovers", "index_orphan")
-_NOT_REPAIRABLE = frozenset({"store_schema", "store_seq_order", "store_orphan_turn"})
+_NOT_REPAIRABLE = frozenset({"store_unreadable", "store_schema", "store_seq_order", "store_orphan_turn"})
 _RESTORE = "restore the store from a backup, or export the thread (`convsearch export`) and import it into a fresh home"
 _REPAIR = "convsearch doctor --repair"
 
@@ -76,8 +76,12 @@ class RepairReport:
 def diagnose(engine: ConversationEngine) -> DoctorReport:
     """Every finding about the store and the shards on disk (the live in-memory shards are not read)."""
     with engine.write_lock:  # a save or an ingest halfway through would look like a problem
-        findings = _store_findings(engine)
-        users = [u.user_id for u in engine.store.list_users()]
+        try:
+            findings = _store_findings(engine)
+            users = [u.user_id for u in engine.store.list_users()]
+        except Exception as exc:  # noqa: BLE001 - a damaged store file fails in DuckDB's own words; say what to do
+            detail = f"the store file cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            return DoctorReport((Finding("store_unreadable", None, detail, _RESTORE),), 0, 0, 0)
         shards = 0
         for user_id in users:
             found, loaded = _index_findings(engine, user_id)
@@ -134,7 +138,10 @@ def _index_findings(engine: ConversationEngine, user_id: str) -> tuple[list[Find
         detail = exc.message if isinstance(exc, ConvsearchError) else f"{type(exc).__name__}: {exc}"
         return found + [Finding("index_unreadable", user_id, detail, _reindex_fix(user_id))], 0
     assert shard is not None  # CURRENT exists and names a directory (checked above)
-    return found + _shard_findings(engine, user_id, shard), 1
+    try:
+        return found + _shard_findings(engine, user_id, shard), 1
+    except IndexStateError as exc:  # a damaged file the load did not read (the windows' text is read lazily)
+        return found + [Finding("index_unreadable", user_id, exc.message, _reindex_fix(user_id))], 0
 
 
 def _pointer_problem(base: Path) -> str | None:

@@ -49,7 +49,8 @@ def doctor(args: argparse.Namespace) -> dict[str, Any] | None:
     emit(result, args.format)  # the report still goes to stdout; the exit code says it is not clean
     sys.stdout.flush()
     codes = ", ".join(sorted(remaining.codes()))
-    hint = "" if args.repair else "; run `convsearch doctor --repair`"
+    hint = "; each finding's fix says what to do"
+    hint += "" if args.repair else " (`convsearch doctor --repair` applies those it can)"
     raise ConvsearchError(f"doctor found {len(remaining.findings)} problem(s) ({codes}){hint}")
 
 
