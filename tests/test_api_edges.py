@@ -106,3 +106,12 @@ def test_a_live_ingest_cannot_name_another_users_thread(engine: ConversationEngi
     with pytest.raises(UnknownThreadError):
         engine.ingest("mallory", [{"role": "user", "content": "planted"}], thread_id="u:continuous")
     assert ids_of_day(engine) == ["a", "ab", "b"]
+
+
+def test_an_offset_past_a_messages_end_is_refused(engine: ConversationEngine) -> None:
+    text = engine.get("u", message_id="a")
+    assert not isinstance(text, list) and hasattr(text, "content_chars")
+    with pytest.raises(InvalidInputError, match=r"offset 500 is past the end of message 'a' \(\d+ characters\)"):
+        engine.get("u", message_id="a", offset=500)
+    page = engine.get("u", message_id="a", offset=5)
+    assert getattr(page, "content") == MESSAGES[0]["content"][5:]

@@ -67,7 +67,11 @@ class Navigator:
         """The message, its text from character `offset` (to page through a long one)."""
         offset = _whole("offset", offset, maximum=None)
         self.store.get_user(user_id)
-        return message_view(self.store.get_message(message_id, user_id=user_id), offset)
+        message = self.store.get_message(message_id, user_id=user_id)
+        if offset and offset >= len(message.content):  # a page past the end is a caller's miscount, not a page
+            raise InvalidInputError(f"offset {offset} is past the end of message {message_id!r} "
+                                    f"({len(message.content)} characters): give an offset below that")
+        return message_view(message, offset)
 
     def get_day(self, user_id: str, day_segment_id: str) -> DayView:
         """The day's summary (None until summarised) and its turns' ids in order."""
