@@ -24,8 +24,9 @@ def _naive_covering(sentences: list[s._Sentence], budget: int) -> list[s._Senten
     counts = Counter(w for ws in words for w in ws)
     total = sum(counts.values())
     weight = {w: c / total for w, c in counts.items()}
+    first = {x.text: i for i, x in reversed(list(enumerate(sentences)))}  # a text repeated is quoted once
     pool = [i for i, x in enumerate(sentences)
-            if words[i] and not QUESTION.search(x.text) and not x.text.endswith((":", "："))]
+            if words[i] and not QUESTION.search(x.text) and not x.text.endswith((":", "：")) and first[x.text] == i]
     size = [min(count_words(x.text), MAX_QUOTE_WORDS) for x in sentences]
     chosen: list[int] = []
     while pool:

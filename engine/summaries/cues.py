@@ -16,7 +16,8 @@ __all__ = ["cue_section", "without_needles"]
 
 _STRONG_OPEN = re.compile(
     r"\b(todo|to-do|not sure|unsure|tbd|open question|still open|to be decided|pas sûr|pas sure|à voir|a voir|"
-    r"reste à|on verra)\b|未定|検討中", re.I)
+    r"reste à|on verra|(?:not|haven't|hasn't|haven’t|hasn’t) (?:yet )?decided|undecided|yet to decide|pas d'accord|"
+    r"pas encore décidé)\b|未定|検討中|まだ決", re.I)  # a decision not (yet) made is an open loop, never a decision
 _DECISION = re.compile(
     r"\b(decided|decide to|decision made|the decision is|(?:we|i)(?:'re| are|'m| am|'ll| will)? go(?:ing)? with|let's (?:use|go with|"  # noqa: E501
     r"take|pick|do)|agreed|we agree|final answer|settled on|(?:we|i)(?:'ve| have)? (?:chose|chosen|picked|booked|"
@@ -41,7 +42,7 @@ _IMPERATIVES = tuple(
 # Each regex's ASCII alternatives, as substrings one of which a match on ASCII text contains (lower-cased).
 _NEEDLES = {
     "Open loops": ("todo", "to-do", "not sure", "unsure", "tbd", "open question", "still open", "to be decided",
-                   "pas sure", "a voir", "on verra"),
+                   "pas sure", "a voir", "on verra", "decided", "yet to decide", "pas d'accord"),
     "Decisions": ("decide", "decision", "go with", "going with", "let's ", "agreed", "we agree", "final answer",
                   "settled on", "chose", "picked", "booked", "reserved", "bought", "signed", "approved", "on part sur",
                   "on va partir sur", "on choisit", "on prend", "on garde", "d'accord pour", " it is"),

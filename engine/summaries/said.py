@@ -18,7 +18,7 @@ from engine.summaries.text import CHAT_WORDS, STOPWORDS, ascii_words, content_wo
 __all__ = ["Said", "said_in", "topic_words", "QUESTION", "MAX_QUOTE_WORDS"]
 
 MAX_QUOTE_WORDS = 30
-QUESTION = re.compile(r"[?？]\s*$")
+QUESTION = re.compile(r"[?？][\s*_)\]\"'”’»!?！？]*$")  # a question mark, then only closing marks ("?)", "?**", "?!")
 _ASCII_LETTER = re.compile(r"[A-Za-z]")
 _NOT_TOPIC = STOPWORDS | CHAT_WORDS
 

@@ -228,8 +228,11 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     def score(i: int) -> float:  # the same float sum, in the same order, as sum(weight[w] for w in words[i])
         return sum(map(weight.__getitem__, words[i])) / said[i].norm
 
-    heap = [(-score(i), i) for i, s in enumerate(said)  # statements: not questions, not lead-ins ("the plan:")
-            if s.topics and not s.question and not s.lead_in]
+    first: dict[str, int] = {}
+    for i, s in enumerate(said):
+        first.setdefault(s.text, i)
+    heap = [(-score(i), i) for i, s in enumerate(said)  # statements: not questions, not lead-ins ("the plan:"),
+            if s.topics and not s.question and not s.lead_in and first[s.text] == i]  # each text once
     heapq.heapify(heap)
     left = budget
     chosen: list[int] = []
@@ -285,7 +288,7 @@ class ExtractiveSummarizer:
         turns = quotable(messages)
         sentences = _sentences(turns)
         first = _first_request(sentences)
-        rest = [s for s in sentences if s is not first]
+        rest = [s for s in sentences if first is None or s.text != first.text]  # the request is quoted once
         looked: dict[int, frozenset[str]] = {}  # this summary's only: not memoised (a set a message)
 
         def words_of(index: int) -> frozenset[str]:  # only questions look ahead, and stop at an answer

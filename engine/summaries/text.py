@@ -16,7 +16,7 @@ T = TypeVar("T")
 MEMO_SIZE = 1 << 14  # texts each memo keeps (`memo`)
 MEMO_MAX_CHARS = 4000  # and the longest it keeps
 
-_CODE_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_CODE_FENCE = re.compile(r"(```|~~~).*?(?:\1|$)", re.S)  # Markdown's two fences
 # after . ! ? … with white space; after CJK full stops with or without it
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*")
 # the same on ASCII text, which holds neither … nor a CJK stop: 2.5x faster, as the regex no longer
