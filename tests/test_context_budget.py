@@ -91,3 +91,15 @@ def test_every_message_carries_at_most_the_view_cap(tmp_path: Path) -> None:
         assert "characters omitted" in log.content and len(log.content) <= VIEW_CAP_CHARS
         assert payload.truncated and payload.messages_loaded == 2 and len(payload.text) < 3 * VIEW_CAP_CHARS
         assert engine.get("c", message_id="big").content_chars == 1_000_000  # the stored text is whole
+
+
+def test_a_slice_past_the_threads_end_is_refused(tmp_path: Path) -> None:
+    with ConversationEngine(tmp_path / "home", embedder=None) as engine:
+        engine.add_user("u")
+        engine.ingest("u", [{"role": "user", "content": f"turn {i}"} for i in range(3)])
+        with pytest.raises(InvalidInputError, match=r"starts after the thread's last message \(seq 3\)"):
+            engine.request_context_slice("u", 1000, 2000)
+        engine.request_context_slice("u", 2, 4)  # seqs 2 and 3: "turn 1" and "turn 2"
+        payload = engine.assemble_context("u")
+        assert payload.source == "slice" and payload.messages_loaded == 2
+        assert "turn 1" in payload.text and "turn 2" in payload.text and "turn 0" not in payload.text

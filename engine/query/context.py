@@ -222,7 +222,11 @@ class ContextAssembler:
     def request_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         """Make the user's next assembly use messages start_seq <= seq < end_seq instead of today's."""
         seq_range(start_seq, end_seq)
-        self.store.continuous_thread(user_id)  # unknown user: clear error now, not at the next assembly
+        thread = self.store.continuous_thread(user_id)  # unknown user: clear error now, not at the next assembly
+        last, _ = self.store.thread_tail(thread.thread_id)
+        if start_seq > last:  # it would be used up on an empty context
+            raise InvalidInputError(f"the slice [{start_seq}, {end_seq}) starts after the thread's last message "
+                                    f"(seq {last}): ask for seqs from 1 to {last}")
         with self._lock:
             self._slices[user_id] = (start_seq, end_seq)
 
