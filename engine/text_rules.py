@@ -7,7 +7,7 @@ import re
 
 from engine.errors import InvalidInputError
 
-__all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "shortened", "MAX_ID_CHARS",
+__all__ = ["surrogate_problem", "id_problem", "check_text", "check_unit_interval", "shortened", "cut", "MAX_ID_CHARS",
            "TITLE_CAP_CHARS"]
 
 MAX_ID_CHARS = 256
@@ -31,8 +31,7 @@ def id_problem(name: str, value: object) -> str | None:
     """Why `value` cannot be an id (of a user, thread or message), or None: ids are non-empty printable
     strings of at most MAX_ID_CHARS characters."""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-        return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {shown}"
+        return f"{name} must be a non-empty string of at most {MAX_ID_CHARS} printable characters, got {cut(repr(value))}"
     return None
 
 
@@ -58,3 +57,8 @@ def shortened(text: str | None, cap: int) -> str | None:
     cut = text[:cap - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > cap // 2 else cut).rstrip(" ,;:-") + "…"
+
+
+def cut(text: str, limit: int = 80) -> str:
+    """A value echoed in an error message, at most `limit` characters: a 100 KB one helps nobody."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

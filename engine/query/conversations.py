@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.models import Conversation, Message
-from engine.query.navigation_results import within_answer
+from engine.query.navigation_results import fitting, view_weight
 from engine.store.core import Store
 from engine.store.timeline import MAX_REASON_CHARS
 from engine.text_rules import TITLE_CAP_CHARS, shortened
@@ -48,7 +48,7 @@ class ConversationReader:
         rows = self.store.messages_in_range(conversation.thread_id, conversation.first_seq, conversation.last_seq + 1,
                                             include_notes=include_notes)
         messages = [m for m in rows if m.conversation_id == conversation_id]
-        shown = messages[:within_answer(messages)]
+        shown = messages[:fitting(map(view_weight, messages))]
         if len(shown) == len(messages):
             return ConversationDetail(conversation, tuple(shown))
         rest = messages[len(shown)]

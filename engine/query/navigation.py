@@ -32,9 +32,10 @@ from engine.query.navigation_results import (
     TurnsAround,
     TurnsSince,
     answer_views,
+    fitting,
     message_view,
     summary_view,
-    within_answer,
+    view_weight,
 )
 from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import check_text, check_unit_interval
@@ -112,9 +113,9 @@ class Navigator:
         since = _moment(timestamp, user)
         rows = self.store.history.turns_since(thread, since, start_seq, limit + 1)
         every = self._summaries_ending_after(thread, since) if include_summaries else ()
-        summaries = every[:_summaries_within(every, ANSWER_CAP_CHARS // 2)]
+        summaries = every[:fitting(map(_weight, every), ANSWER_CAP_CHARS // 2)]
         room = ANSWER_CAP_CHARS - sum(_weight(s) for s in summaries)
-        shown = rows[:within_answer(rows[:limit], room)]
+        shown = rows[:fitting(map(view_weight, rows[:limit]), room)]
         rest = rows[len(shown):]
         notes = [self._future_notice(since), _summaries_left(len(every) - len(summaries), since)]
         return TurnsSince(
@@ -274,15 +275,6 @@ def _moment(timestamp: str | datetime, user: User) -> datetime:
 def _weight(summary: SummaryView) -> int:
     """What a summary weighs in an answer, as a message view does (engine.query.navigation_results)."""
     return len(summary.markdown) + len(summary.title or "") + VIEW_FIELD_CHARS
-
-
-def _summaries_within(summaries: tuple[SummaryView, ...], room: int) -> int:
-    """How many of `summaries`, oldest first, fit in `room` characters (at least one)."""
-    for count, summary in enumerate(summaries):
-        room -= _weight(summary)
-        if room < 0 and count:
-            return count
-    return len(summaries)
 
 
 def _summaries_left(left: int, since: datetime) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from engine.models import Message, Summary
 from engine.text_rules import TITLE_CAP_CHARS, shortened
@@ -25,7 +25,8 @@ __all__ = [
     "message_view",
     "summary_view",
     "capped_message",
-    "within_answer",
+    "view_weight",
+    "fitting",
     "answer_views",
     "VIEW_CAP_CHARS",
     "ANSWER_CAP_CHARS",
@@ -156,14 +157,20 @@ def capped_message(message: Message) -> Message:
     return replace(message, content=message.content[:VIEW_CAP_CHARS] + marker)
 
 
-def within_answer(messages: Sequence[Message], room: int = ANSWER_CAP_CHARS) -> int:
-    """How many of `messages`, from the first, one answer holds as views (at least one): what a paged
+def view_weight(message: Message) -> int:
+    """What a message weighs in an answer as a view: its (capped) text and its other fields."""
+    return min(len(message.content), VIEW_CAP_CHARS) + VIEW_FIELD_CHARS
+
+
+def fitting(weights: Iterable[int], room: int = ANSWER_CAP_CHARS) -> int:
+    """How many items, from the first, one answer holds by their weights (at least one): what a paged
     result shows before its `next_seq`."""
-    for count, message in enumerate(messages):
-        room -= min(len(message.content), VIEW_CAP_CHARS) + VIEW_FIELD_CHARS
-        if room < 0 and count:
-            return count
-    return len(messages)
+    count = 0
+    for count, weight in enumerate(weights, start=1):
+        room -= weight
+        if room < 0 and count > 1:
+            return count - 1
+    return count
 
 
 def answer_views(messages: Sequence[Message]) -> tuple[MessageView, ...]:

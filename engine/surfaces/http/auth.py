@@ -22,8 +22,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.config import Settings
 from engine.errors import AuthError, ConvsearchError, ForbiddenError, InvalidInputError
+from engine.text_rules import cut
 
-__all__ = ["Auth", "Caller", "identify", "caller_of", "mcp_user", "named_user", "misencoded_hint", "error_response", "cut",
+__all__ = ["Auth", "Caller", "identify", "caller_of", "mcp_user", "named_user", "misencoded_hint", "error_response",
            "USER_HEADER", "MCP_PATH", "SCOPE_USER"]
 
 OPEN_PATHS = frozenset({"/healthz"})
@@ -41,11 +42,6 @@ class Caller:
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The one error body of the HTTP surface (docs/reference/http.md)."""
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
-
-
-def cut(text: str, limit: int = 80) -> str:
-    """A value echoed in an error message, at most `limit` characters: a 100 KB one helps nobody."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def identify(authorization: str, settings: Settings) -> Caller | None:

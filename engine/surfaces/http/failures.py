@@ -18,7 +18,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.errors import ConvsearchError
-from engine.surfaces.http.auth import cut, error_response
+from engine.surfaces.http.auth import error_response
+from engine.text_rules import cut
 from engine.surfaces.web import missing_page, wants_page
 
 __all__ = ["add_error_handlers", "HTTP_CODES"]
