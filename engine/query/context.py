@@ -110,8 +110,7 @@ def smallest_budget(counter: WordPieceCounter) -> int:
     return counter.count(format_conversation([TruncationMarker(1)]))
 
 
-def _too_small(max_tokens: int, counter: WordPieceCounter) -> InvalidInputError:
-    least = smallest_budget(counter)
+def _too_small(max_tokens: int, least: int) -> InvalidInputError:
     return InvalidInputError(f"max_tokens must be at least {least}, got {max_tokens}: a context holds at least its "
                              f"heading and truncation marker ({least} tokens); ask for {least} or more")
 
@@ -173,11 +172,11 @@ def apply_context_window(messages: Sequence[Message], max_tokens: int, reserved_
     Everything fits: the messages unchanged. Otherwise the first message (the request that set the
     scene) and the most recent ones stay, and one marker replaces the dropped middle.
     """
-    budget = max_tokens - reserved_tokens
-    if budget < smallest_budget(counter):
+    budget, least = max_tokens - reserved_tokens, smallest_budget(counter)
+    if budget < least:
         raise InvalidInputError(
             f"max_tokens ({max_tokens}) must be greater than reserved_tokens ({reserved_tokens}) by at least "
-            f"{smallest_budget(counter)} tokens (the heading and truncation marker): raise max_tokens or reserve "
+            f"{least} tokens (the heading and truncation marker): raise max_tokens or reserve "
             "fewer tokens for the answer"
         )
     heading = counter.count(CONVERSATION_HEADING)
@@ -216,6 +215,7 @@ class ContextAssembler:
         self.counter = counter
         self.settings = settings
         self.clock = clock
+        self.least = smallest_budget(counter)  # the smallest budget an assembly takes
         self._slices: dict[str, tuple[int, int]] = {}  # per user, per process: see the module docstring
         self._lock = threading.Lock()
 
@@ -237,8 +237,8 @@ class ContextAssembler:
         budget = (settings.conversation_max_context_tokens - settings.conversation_reserved_tokens
                   if max_tokens is None else max_tokens)
         whole_number("max_tokens", budget, minimum=1)
-        if budget < smallest_budget(self.counter):
-            raise _too_small(budget, self.counter)
+        if budget < self.least:
+            raise _too_small(budget, self.least)
         user = self.store.get_user(user_id)
         thread_id = self.store.continuous_thread(user_id).thread_id
         tz = zone(user.timezone)
@@ -286,10 +286,9 @@ class ContextAssembler:
             room = budget // 4 - self.counter.count(f"## {title}\n")
             body = trim_tool_output(found.markdown.strip(), room, self.counter) if found and room > 0 else None
             out.append((title, body if body and self.counter.count(body) <= room else None))
-        least = smallest_budget(self.counter)
         for index in range(len(out)):  # yesterday's goes first
             header = _header(out)
-            if not header or budget - self.counter.count(header + "\n\n") >= least:
+            if not header or budget - self.counter.count(header + "\n\n") >= self.least:
                 break
             out[index] = (out[index][0], None)
         return out
