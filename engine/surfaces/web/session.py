@@ -70,8 +70,8 @@ def _asked_user(request: Request) -> str | None:
         return viewer.user_id if viewer else None
     asked = request.query_params.get("user")
     try:
-        return asked if asked and asked in request.app.state.engine.users() else None
-    except ConvsearchError:  # the page that says what went wrong must not fail itself
+        return request.app.state.engine.users(asked)[0] if asked else None  # checked to exist
+    except ConvsearchError:  # unknown, or the page that says what went wrong must not fail itself
         return None
 
 
