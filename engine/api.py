@@ -82,7 +82,7 @@ class ConversationEngine:
         # writer lock, they read the shard under its own short lock.
         self.locks = WriterLocks()
         self.write_lock = EveryUser(self.locks)  # `with engine.write_lock:` holds every user's writes
-        self.deleter = Deleter(self.store, self.pipeline, self.summary_index)
+        self.deleter = Deleter(self.store, self.pipeline, self.summary_index, self.summaries)
         self.days = DayBrowser(self.store, clock=clock)
         self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
 
@@ -170,7 +170,7 @@ class ConversationEngine:
                                      timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
             with phase("rewrite"):
                 for (user, thread), seqs in by_thread(report.rewritten).items():
-                    self.pipeline.rewrite_messages(user, thread, seqs)
+                    self.deleter.text_replaced(user, thread, seqs)  # its summaries go too
                     log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)

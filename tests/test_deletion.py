@@ -301,7 +301,8 @@ def test_cli_delete_prints_what_it_deleted(tmp_path: Path, monkeypatch: pytest.M
     assert printed["messages_deleted"] == 1 and printed["message_ids"] == ["alice-c1-2"]
     assert printed["not_found"] == ["bob-b-1", "nope"]
     assert main([*run, "alice", "--conversation", "alice:continuous:conv:2"]) == 0
-    assert json.loads(capsys.readouterr().out)["messages_deleted"] == 3
+    # its 3 turns and the note the day summary rebuilt after the first deletion left in the latest conversation
+    assert json.loads(capsys.readouterr().out)["messages_deleted"] == 4
     assert main([*run, "ghost", "--all-of-user"]) == 4 and "unknown user" in capsys.readouterr().err
     assert main([*run, "bob", "--all-of-user"]) == 2 and "pass --yes" in capsys.readouterr().err
     assert main([*run, "bob", "--all-of-user", "--yes"]) == 0
@@ -309,4 +310,24 @@ def test_cli_delete_prints_what_it_deleted(tmp_path: Path, monkeypatch: pytest.M
     with ConversationEngine(home, embedder=None) as e:
         assert [u.user_id for u in e.iter_users()] == ["alice"]
         assert not e.substring_search("alice", WORD) and e.search("alice", WORD).results == ()
+        assert diagnose(e).ok
+
+
+def test_a_deletion_in_a_fresh_process_drops_the_windows_from_the_saved_shard(tmp_path: Path) -> None:
+    """The shard loads before the store loses the messages: loaded after, its catch-up re-chunked the
+    tail without them, the deletion found no window to drop, and the saved shard kept their text."""
+    home = tmp_path / "home"
+    with ConversationEngine(home, embedder=None) as e:
+        e.add_user("alice")
+        e.ingest("alice", _conversation("alice", T0, 6, tag="c1-"))
+        e.ingest("alice", _conversation("alice", T0 + timedelta(hours=2), 3, secret_at=1, tag="c2-"))
+        e.index()  # saved with c2 in its tail window
+    with ConversationEngine(home, embedder=None) as e:
+        e.ingest("alice", _conversation("alice", T0 + timedelta(days=1), 2, tag="c3-"))  # the tail moves, unsaved
+    with ConversationEngine(home, embedder=None) as e:
+        assert e.delete_conversation("alice", "alice:continuous:conv:2") == 3
+    with ConversationEngine(home, embedder=None) as e:
+        saved = Shard.load(e.pipeline.root, "alice", e.pipeline.tokenizer)
+        assert not [m for c in saved.chunks.values() for m in c.message_ids if m.startswith("alice-c2-")]
+        assert not any(WORD in c.text for c in saved.chunks.values())
         assert diagnose(e).ok

@@ -2,21 +2,26 @@
 the windows and vectors of its shard and the embedding cache, so no search or reindex brings it back.
 
 Summaries are dropped rather than edited when their span held a deleted message: their text may
-quote it. Day summaries of the affected days are cleared for the same reason.
+quote it. Day summaries of the affected days are cleared for the same reason, then rebuilt from the
+messages that remain (the backfill's policy from the earliest affected day), so "summaries first"
+does not lose a closed day for one deleted turn. A message whose text an import replaced
+(`import --update`) drops the summaries that may quote its old text the same way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from datetime import date
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.errors import InvalidInputError
-from engine.models import Message
+from engine.models import Message, Summary
 from engine.store.core import Store
 from engine.query.summary_index import SummaryIndex, summary_key
 from indexers.pipeline import IndexPipeline
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
+    from engine.summaries.policy import SummaryService
 
 __all__ = ["Deleter", "deletion_report"]
 
@@ -51,24 +56,50 @@ def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Se
 
 
 class Deleter:
-    def __init__(self, store: Store, pipeline: IndexPipeline, summary_index: SummaryIndex) -> None:
+    def __init__(self, store: Store, pipeline: IndexPipeline, summary_index: SummaryIndex,
+                 summaries: SummaryService | None = None) -> None:
         self.store = store
         self.pipeline = pipeline
         self.summary_index = summary_index
+        self.summaries = summaries  # rebuilds what a deletion dropped (None: nothing is rebuilt)
 
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
         self.store.get_user(user_id)  # an unknown user (or not a user id at all) is an error, not "0 deleted"
         messages = self.store.messages_by_ids(checked_ids(message_ids), user_id=user_id)
+        if messages:  # loaded and caught up while the store still holds them, so its save drops their windows
+            self.pipeline.shard(user_id)
         by_thread: dict[str, list[Message]] = {}
         for m in messages:
             by_thread.setdefault(m.thread_id, []).append(m)
-        for thread_id, doomed in by_thread.items():
-            self._delete_in_thread(user_id, thread_id, doomed)
+        dropped = [thread_id for thread_id, doomed in by_thread.items() if self._delete_in_thread(user_id, thread_id, doomed)]
         if messages:
             self.forget_unused_vectors(user_id)
         self.summary_index.forget(user_id)
+        self._summarise_again(user_id, {t: min(m.day_label for m in by_thread[t]) for t in dropped})
         return len(messages)
+
+    def text_replaced(self, user_id: str, thread_id: str, seqs: set[int]) -> None:
+        """Messages whose text an import replaced (same seqs): the summaries that may quote the old
+        text go (the import's backfill writes them again), their windows are re-indexed."""
+        lo, hi = min(seqs), max(seqs)
+        changed = [m for m in self.store.messages_in_range(thread_id, lo, hi + 1) if m.seq in seqs]
+        with self.store.transaction():
+            touched, _ = self._drop_summaries(thread_id, changed)
+        self._forget_summary_vectors(user_id, touched)
+        self.pipeline.rewrite_messages(user_id, thread_id, seqs)
+
+    def _summarise_again(self, user_id: str, since: Mapping[str, date]) -> None:
+        """Each thread's days and ended conversations from `since` (its earliest affected day) that
+        lack an up-to-date summary get one, as a backfill would; their notes and vectors follow."""
+        service = self.summaries
+        if service is None or service.summarizer is None:
+            return
+        written = [s for thread_id, day in since.items()
+                   for s in service.backfill.close_days(user_id, [thread_id], service.clock(), since=day)]
+        if written:
+            self.pipeline.update_lexical(user_id)  # a day summary leaves a note, which is a message
+            self.summary_index.embed_written(user_id, written)  # these only: a backlog is the background step's
 
     def forget_unused_vectors(self, user_id: str) -> None:
         """Drop cached vectors no live window, message line or summary uses: a window re-chunked
@@ -97,18 +128,33 @@ class Deleter:
             self.summary_index.cache.deleted_with_user(user_id)
         return count
 
-    def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> None:
-        seqs = sorted(m.seq for m in doomed)
-        touched = [s for s in self.store.timeline.summaries(thread_id)
-                   if any(s.from_seq <= q <= s.to_seq for q in seqs)]
+    def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> bool:
+        """Whether a summary went with them (see _drop_summaries)."""
         with self.store.transaction():
-            self.store.timeline.delete_summaries_touching(thread_id, seqs)
-            self.store.timeline.clear_day_summaries(thread_id, sorted({m.day_label for m in doomed}))
-            # a conversation's title and brief may quote the deleted text too (rebuilt when it is summarised)
-            self.store.timeline.clear_conversation_summaries(sorted({m.conversation_id for m in doomed}))
+            touched, dropped = self._drop_summaries(thread_id, doomed)
             self.store.delete_messages([m.message_id for m in doomed])
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
-        if self.summary_index.cache is not None and touched:
-            self.summary_index.cache.forget(user_id, [summary_key(s) for s in touched])
-        self.pipeline.forget_messages(user_id, thread_id, set(seqs))
+        self._forget_summary_vectors(user_id, touched)
+        self.pipeline.forget_messages(user_id, thread_id, {m.seq for m in doomed})
+        return dropped
+
+    def _drop_summaries(self, thread_id: str, messages: Sequence[Message]) -> tuple[list[Summary], bool]:
+        """Inside the caller's transaction: the summaries whose span holds one of `messages` go, and
+        their days' summaries and their conversations' titles and briefs are cleared (each may quote
+        them). Returns the summaries dropped, and whether those or any summary of these days and
+        conversations existed (what is to be written again; a day never summarised stays so)."""
+        seqs = sorted(m.seq for m in messages)
+        days, conversations = {m.day_label for m in messages}, {m.conversation_id for m in messages}
+        stored = self.store.timeline.summaries(thread_id)
+        touched = [s for s in stored if any(s.covers(q) for q in seqs)]
+        beside = any((s.kind == "day" and s.day_label in days) or (s.kind == "conversation" and s.conversation_id
+                                                                    in conversations) for s in stored)
+        self.store.timeline.delete_summaries_touching(thread_id, seqs)
+        self.store.timeline.clear_day_summaries(thread_id, sorted(days))
+        self.store.timeline.clear_conversation_summaries(sorted(conversations))
+        return touched, bool(touched) or beside
+
+    def _forget_summary_vectors(self, user_id: str, dropped: Sequence[Summary]) -> None:
+        if self.summary_index.cache is not None and dropped:
+            self.summary_index.cache.forget(user_id, [summary_key(s) for s in dropped])
