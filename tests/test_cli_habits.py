@@ -196,7 +196,23 @@ def test_a_reimported_id_with_other_content_is_reported(tmp_path: Path, capsys: 
     report = json.loads(captured.out)["import"]
     assert report["duplicates"] == 2 and [c["location"] for c in report["changed"]] == ["line 2"]
     assert "'c2' is already stored with other content" in report["changed"][0]["reason"]
-    assert "1 re-imported record(s) differ" in captured.err
+    assert "1 record(s) differ from a message with the same id (first: line 2: id 'c2' is already stored" in captured.err
+
+
+def test_an_id_the_file_repeats_with_other_content_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = str(tmp_path / "home")
+    data = tmp_path / "a.jsonl"
+    rows = [ROWS[0], ROWS[1], {**ROWS[1], "content": "Booked the boiler service for Friday"}, ROWS[1]]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["--home", home, "ingest", str(data)]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)["import"]
+    assert report["inserted"] == 2 and report["duplicates"] == 2  # line 4 repeats line 2 exactly: not reported
+    assert [(c["location"], c["reason"]) for c in report["changed"]] == [
+        ("line 3", "id 'c2' is also at line 2 with other content: that first record is the one stored")]
+    assert "1 record(s) differ" in captured.err
+    got = run(capsys, "--home", home, "get", "--user", "ana", "--message", "c2")
+    assert got["content"] == ROWS[1]["content"]
 
 
 @pytest.mark.model  # see tests/conftest.py (--fast)

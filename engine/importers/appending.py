@@ -114,7 +114,7 @@ def _storable(ctx: ImportContext, group: list[ThreadBatch], threads: list[str]) 
     fresh = {id(m) for messages in fresh_by_thread.values() for m in messages}
     kept_all = []
     for thread_id, items in zip(threads, ordered):
-        _report_changed(ctx, user_id, thread_id, [i for i in items if id(i.message) not in fresh])
+        _report_changed(ctx, user_id, thread_id, items, fresh)
         last_at = tails[thread_id][1]
         kept = []
         for item in items:
@@ -132,15 +132,22 @@ def _storable(ctx: ImportContext, group: list[ThreadBatch], threads: list[str]) 
     return kept_all
 
 
-def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, duplicates: list[Item]) -> None:
+def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, items: list[Item], fresh: set[int]) -> None:
     """A re-imported id whose content differs from the stored message is reported, not silently counted;
-    with `update` its text replaces the stored one (the caller re-indexes it)."""
+    with `update` its text replaces the stored one (the caller re-indexes it). An id the file repeats
+    with other content is reported too: its first record is the one stored."""
+    duplicates = [i for i in items if id(i.message) not in fresh]
     if not duplicates:
         return
     stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
                                        [i.message.external_id for i in duplicates if i.message.external_id])
+    first = {key: i for i in items if id(i.message) in fresh and (key := i.message.message_id or i.message.external_id)}
     for item in duplicates:
         key = item.message.message_id or item.message.external_id
+        earlier = first.get(key) if key else None
+        if key not in stored and earlier is not None and earlier.message.content != item.message.content:
+            ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is also at {earlier.location} with other "
+                                                                   "content: that first record is the one stored"))
         if key not in stored or stored[key][2] == item.message.content:
             continue
         message_id, seq, _ = stored[key]

@@ -70,10 +70,9 @@ def ingest(args: argparse.Namespace) -> dict:
                                     skip_bad=args.skip_bad, progress=True, update=args.update)
         summary = to_jsonable(report)  # a record here, JSON from a server
         changed = summary.get("changed") or []
-        if changed and not args.update:
-            print(f"convsearch: {len(changed)} re-imported record(s) differ from the stored message with "
-                  f"the same id (first: {changed[0]['location']}); kept the stored ones (see \"changed\"; "
-                  "--update replaces them)", file=sys.stderr)
+        if changed:
+            print(f"convsearch: {len(changed)} record(s) differ from a message with the same id (first: "
+                  f"{changed[0]['location']}: {changed[0]['reason']}; see \"changed\")", file=sys.stderr)
         imported = summary["users"] if args.index else []
         indexed = [r for u in imported for r in engine.index(u, progress=progress_bar(f"index {u}"))]
         return {"import": report, "index": indexed}
