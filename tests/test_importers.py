@@ -246,13 +246,17 @@ def test_openai_needs_a_user_and_reads_chatgpt_trees(store, tmp_path):
         "a": {"message": {"id": "a", "author": {"role": "user"}, "content": {"parts": ["question"]}, "create_time": 100},
               "parent": "r"},
         "b": {"message": {"id": "b", "author": {"role": "assistant"}, "content": {"parts": ["old answer"]}}, "parent": "a"},
-        "c": {"message": {"id": "c", "author": {"role": "assistant"}, "content": {"parts": ["new answer"]}}, "parent": "a"}}}
+        "c": {"message": {"id": "c", "author": {"role": "assistant"}, "content": {"parts": ["new answer"]}}, "parent": "i"},
+        "i": {"message": {"id": "i", "author": {"role": "user"}, "content": {"parts": [{"type": "image_asset_pointer"}]}},
+              "parent": "s"},
+        "s": {"message": {"id": "s", "author": {"role": "system"}, "content": {"parts": [""]}}, "parent": "a"}}}
     path = tmp_path / "chatgpt.json"
     path.write_text(json.dumps([tree]), encoding="utf-8")
-    run(store, path, "openai", user_id="dan")
+    report = run(store, path, "openai", user_id="dan")
     messages = thread_messages(store, "dan:openai:t1")
     assert [(m.content, m.created_at.timestamp(), m.external_id) for m in messages] == [
         ("question", 100, "a"), ("new answer", 100, "c")]
+    assert report.without_text == 1  # the image alone; the empty system node is the export's, not a message
 
 
 # Legacy -----------------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,
                         skipped=tuple(issues.skipped), seconds=round(perf_counter() - started, 3),
-                        changed=tuple(issues.changed), rewritten=tuple(issues.rewritten))
+                        changed=tuple(issues.changed), rewritten=tuple(issues.rewritten),
+                        without_text=issues.without_text)
 
 
 _BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}

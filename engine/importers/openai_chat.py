@@ -4,9 +4,9 @@ Accepted shapes: a list of `{role, content}` messages; `{"messages": [...]}`; a 
 conversations; ChatGPT's `conversations.json` (conversations with a `mapping` tree, read along
 the branch ending at `current_node`). `content` is a string, a list of parts (`{"type": "text",
 "text": ...}` or plain strings) or `{"parts": [...]}`; non-text parts are dropped and messages
-with no text left are not imported. Times come from `create_time` (epoch seconds or ISO 8601);
-a message without one takes the previous message's time, else the conversation's, else the
-import time, so file order is kept.
+with no text left are not imported (counted in the report's `without_text`, empty system nodes
+aside). Times come from `create_time` (epoch seconds or ISO 8601); a message without one takes
+the previous message's time, else the conversation's, else the import time, so file order is kept.
 
 Threads are `<user_id>:openai:<conversation id>` (or `<user_id>:openai-<n>`, n from 1): thread ids
 are unique across the store, so two users' exports cannot collide. Each message's `id` (else its
@@ -128,6 +128,8 @@ def _items(ctx: ImportContext, conversation: dict[str, Any], prefix: str, tz: Zo
         if message is not None:
             last_at = message.created_at
             items.append(Item(location, message))
+        elif raw.get("role") != "system":  # an empty system node is the export's scaffolding, not a message
+            ctx.issues.without_text += 1
     return items
 
 

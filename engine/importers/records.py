@@ -53,6 +53,7 @@ class ImportReport:
     rewritten: tuple[tuple[str, str, int], ...] = ()  # (user, thread, seq) whose text --update replaced
     messages_per_s: float = 0.0  # inserted / seconds of the whole import
     phases_s: Mapping[str, float] = field(default_factory=dict)  # store (read and append), rewrite, summaries, lexical
+    without_text: int = 0  # messages not imported for having no text (an image or a tool call alone)
 
 
 class BadRecord(Exception):
@@ -71,6 +72,7 @@ class Issues:
         self.skipped: list[SkippedRecord] = []
         self.changed: list[SkippedRecord] = []  # ids already stored with other content: kept, or replaced
         self.rewritten: list[tuple[str, str, int]] = []  # (user, thread, seq) replaced: to re-index
+        self.without_text = 0  # messages with nothing to store (an image or a tool call alone)
 
     def bad(self, location: str, reason: str) -> None:
         if not self.skip_bad:
