@@ -209,6 +209,8 @@ def test_openai_client_sends_a_chat_completion_and_parses_it(llm: _Server) -> No
     system, user = body["messages"]
     assert system["role"] == "system" and all(f"## {name}" in system["content"] for name in SECTIONS)
     assert user["role"] == "user" and "User: Hi! Can you help me set up DuckDB" in user["content"]
+    first = ENGLISH[0].created_at.astimezone(timezone.utc)
+    assert user["content"].startswith(f"[{first:%Y-%m-%d %H:%M} UTC] ")  # a time that says its zone
     assert "characters omitted" in user["content"] and len(user["content"]) < 4000  # tool dump cut
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import timezone
 from typing import Sequence
 
 import httpx
@@ -37,6 +38,8 @@ MAX_PROMPT_MESSAGE_CHARS = 2000
 
 
 def _transcript(messages: Sequence[Message]) -> str:
+    """One line a turn, stamped in UTC and saying so (the summarizer does not know the user's zone;
+    an unmarked time would be read as local)."""
     lines = []
     for m in messages:
         if m.kind != "turn":
@@ -45,7 +48,7 @@ def _transcript(messages: Sequence[Message]) -> str:
         if len(text) > MAX_PROMPT_MESSAGE_CHARS:  # tool dumps and pasted logs: head and tail only
             half = MAX_PROMPT_MESSAGE_CHARS // 2
             text = f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] {speaker_label(m)}: {text}")
+        lines.append(f"[{m.created_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC] {speaker_label(m)}: {text}")
     return "\n".join(lines)
 
 
