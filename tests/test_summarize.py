@@ -121,6 +121,8 @@ def test_extractive_title_names_the_topic_in_five_to_eight_words() -> None:
     short = ExtractiveSummarizer().title([_msg(1, "user", "Fix the flaky test."),
                                           _msg(2, "assistant", "Flaky test fixed in the parser.")])
     assert short == "Fix the flaky test fixed"  # four words, padded with the conversation's most said new word
+    assert ExtractiveSummarizer().title([_msg(1, "user", "Hi there!")]) == "Small talk with no topic yet"
+    assert ExtractiveSummarizer().title([]) == "Untitled conversation with no content yet"
 
 
 def test_empty_sections_say_none_noted() -> None:

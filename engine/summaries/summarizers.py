@@ -318,8 +318,8 @@ class ExtractiveSummarizer:
         first = _first_request(_each_sentence(turns))  # the first few messages decide
         base = _strip_filler(first.text) if first is not None else ""
         ranked = _keywords(turns) if _pads(base) else []  # most first requests make a title alone
-        if not base and not ranked:
-            return "Untitled conversation with no content yet"
+        if not base and not ranked:  # nothing at all, or greetings alone ("Hi there!")
+            return "Small talk with no topic yet" if turns else "Untitled conversation with no content yet"
         return clamp_title(base, ranked)
 
 
