@@ -8,21 +8,29 @@ from __future__ import annotations
 
 from engine.errors import InvalidInputError
 
-__all__ = ["whole_number", "seq_range", "seq_number", "MAX_SEQ"]
+__all__ = ["whole_number", "seq_range", "seq_number", "shown_number", "MAX_SEQ", "SEQS"]
 
 MAX_SEQ = 2**63 - 1  # the store's BIGINT: a larger seq would reach DuckDB as an error about its integer types
+SEQS = f"seqs start at 1 (a thread's first message) and are at most {MAX_SEQ}"
+
+
+def shown_number(value: int) -> str:
+    """An int as an error echoes it: a huge one by its size (str() of one past 4,300 digits raises,
+    and a thousand digits help no one)."""
+    if abs(value) < 10**20:
+        return str(value)
+    return f"a number of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
 
 
 def whole_number(name: str, value: object, *, minimum: int = 0, maximum: int | None = None,
                  too_big: str = "") -> int:
     """`value` as an int within [minimum, maximum], or InvalidInputError naming `name`.
     `too_big` is appended to the message when the maximum is passed (what to do instead)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be a whole number, got {value!r}")
+    value = _an_int(name, value)
     if value < minimum:
-        raise InvalidInputError(f"{name} must be at least {minimum}, got {value}")
+        raise InvalidInputError(f"{name} must be at least {minimum}, got {shown_number(value)}")
     if maximum is not None and value > maximum:
-        raise InvalidInputError(f"{name} must be at most {maximum}, got {value}{too_big}")
+        raise InvalidInputError(f"{name} must be at most {maximum}, got {shown_number(value)}{too_big}")
     return value
 
 
@@ -38,5 +46,15 @@ def seq_range(start_seq: object, end_seq: object) -> tuple[int, int]:
 
 
 def seq_number(name: str, value: object) -> int:
-    """A seq: a thread's first message is 1; at most MAX_SEQ."""
-    return whole_number(name, value, minimum=1, maximum=MAX_SEQ)
+    """A seq: a thread's first message is 1; at most MAX_SEQ (the store's column). The HTTP edge
+    applies this same rule to its `Seq` fields."""
+    value = _an_int(name, value)
+    if not 1 <= value <= MAX_SEQ:
+        raise InvalidInputError(f"{name}: {SEQS}, got {shown_number(value)}")
+    return value
+
+
+def _an_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be a whole number, got {value!r}")
+    return value

@@ -115,3 +115,25 @@ def test_an_offset_past_a_messages_end_is_refused(engine: ConversationEngine) ->
         engine.get("u", message_id="a", offset=500)
     page = engine.get("u", message_id="a", offset=5)
     assert getattr(page, "content") == MESSAGES[0]["content"][5:]
+
+
+HUGE = 10**5000  # str() of an int past 4,300 digits raises ValueError: an echo of it must not
+
+
+@pytest.mark.parametrize("call", [
+    lambda e, n: e.get("u", message_id="a", offset=n),
+    lambda e, n: e.messages_range("u", 1, n),
+    lambda e, n: e.turns_since("u", "2024-06-01", from_seq=n),
+    lambda e, n: e.search("u", "papaya", limit=n),
+    lambda e, n: e.turns_around("u", "2024-06-02T10:00", count=n),
+])
+@pytest.mark.parametrize("number", [HUGE, -HUGE], ids=["huge", "huge_negative"])
+def test_a_number_too_large_to_print_is_refused_with_its_size(engine: ConversationEngine, call, number: int) -> None:
+    with pytest.raises(InvalidInputError, match="a number of about 5001 digits"):
+        call(engine, number)
+
+
+@pytest.mark.parametrize("seq", [0, -1, -HUGE, 2**63], ids=["0", "-1", "huge_negative", "2**63"])
+def test_every_seq_out_of_range_says_the_same(engine: ConversationEngine, seq: int) -> None:
+    with pytest.raises(InvalidInputError, match=r"start_seq: seqs start at 1 \(a thread's first message\) and are at most"):
+        engine.messages_range("u", seq, 2)

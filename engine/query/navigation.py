@@ -40,7 +40,7 @@ from engine.query.navigation_results import (
 from engine.store.core import Store, continuous_thread_id
 from engine.text_rules import check_text, check_unit_interval
 from engine.timeutil import parse_timestamp, utcnow, zone
-from engine.validation import seq_number, whole_number
+from engine.validation import shown_number, seq_number, whole_number
 
 __all__ = ["Navigator", "MAX_LIMIT"]  # its records live in engine.query.navigation_results
 
@@ -70,7 +70,7 @@ class Navigator:
         self.store.get_user(user_id)
         message = self.store.get_message(message_id, user_id=user_id)
         if offset and offset >= len(message.content):  # a page past the end is a caller's miscount, not a page
-            raise InvalidInputError(f"offset {offset} is past the end of message {message_id!r} "
+            raise InvalidInputError(f"offset {shown_number(offset)} is past the end of message {message_id!r} "
                                     f"({len(message.content)} characters): give an offset below that")
         return message_view(message, offset)
 

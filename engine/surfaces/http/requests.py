@@ -15,7 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic_core import PydanticCustomError
 
 from engine.text_rules import MAX_ID_CHARS
-from engine.validation import MAX_SEQ
+from engine.errors import InvalidInputError
+from engine.validation import MAX_SEQ, seq_number
 
 __all__ = [
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest",
@@ -29,14 +30,14 @@ Kind = Literal["summary", "message"]
 USER = "The user whose history to use; every request is scoped to this one user."
 THREAD = "Thread to read (ids from /api/threads); default: the user's continuous thread."
 MAX_SEQ_SPAN = 10_000  # the widest range /api/messages/range reads (engine.query.navigation.MAX_LIMIT; a test ties them)
-SEQS = f"seqs start at 1 (a thread's first message) and are at most {MAX_SEQ}"
 
 
 def _seq(value: int) -> int:
-    if not 1 <= value <= MAX_SEQ:
-        got = str(value) if abs(value) < 10**20 else f"a number of {len(str(abs(value)))} digits"
-        raise PydanticCustomError("seq", "{seqs}, got {got}", {"seqs": SEQS, "got": got})
-    return value
+    """The engine's seq rule (engine.validation.seq_number), as a 422 naming the field."""
+    try:
+        return seq_number("seq", value)
+    except InvalidInputError as exc:
+        raise PydanticCustomError("seq", "{problem}", {"problem": exc.message.removeprefix("seq: ")}) from None
 
 
 Seq = Annotated[int, AfterValidator(_seq), Field(json_schema_extra={"minimum": 1, "maximum": MAX_SEQ})]
