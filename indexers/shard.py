@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from engine.errors import IndexStateError
 from indexers.bm25 import Bm25Index
+from indexers.checksums import write_checksums
 from indexers.chunk_map import CHUNK_FILE, ChunkMap, read_chunk_columns, read_old_chunks, write_chunks
 from indexers.chunking import Chunk
 from indexers.encoded_tokens import EncodedTokens
@@ -282,6 +283,7 @@ class Shard:
                 self.message_vectors.save(staging / "message_vectors")
             write_chunks(self.chunks, self.has_vector, staging / CHUNK_FILE)
             self.manifest.save(staging / "manifest.json")
+            write_checksums(staging)  # for the doctor: bytes that change on disk later are found
             _fsync_tree(staging)
             # a crash between this rename and the flip leaves `final` complete but not live: replace it
             shutil.rmtree(final, ignore_errors=True)

@@ -242,6 +242,18 @@ def _garble_window_text(e: ConversationEngine) -> None:
     path.write_bytes(data[:at] + b"\xff\xfe" + data[at + 2:])
 
 
+def _flip_bytes(relative: str, from_end: int) -> Callable[[ConversationEngine], None]:
+    """Bytes changed inside a file that still loads and adds up (a bad sector, a stray write):
+    only the save's checksums tell. The window graph keeps its vector codes last."""
+    def damage(e: ConversationEngine) -> None:
+        path = _live(e) / relative
+        data = bytearray(path.read_bytes())
+        for at in range(len(data) - from_end, len(data) - from_end + 8):
+            data[at] ^= 0x5A
+        path.write_bytes(bytes(data))
+    return damage
+
+
 def _rewrite_manifest(e: ConversationEngine, **changes: object) -> None:
     path = _live(e) / "manifest.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
@@ -253,6 +265,8 @@ FAULTS: dict[str, tuple[Callable[[ConversationEngine], object], str]] = {
     "corrupt manifest": (lambda e: (_live(e) / "manifest.json").write_text("{not json"), "index_unreadable"),
     "truncated chunk table": (lambda e: os.truncate(_live(e) / "chunks.arrow", 64), "index_unreadable"),
     "window text not UTF-8": (_garble_window_text, "index_unreadable"),
+    "bytes flipped in the message vectors": (_flip_bytes("message_vectors/vectors.npy", 64), "index_corrupt"),
+    "bytes flipped in the window graph's vectors": (_flip_bytes("hnsw/index.faiss", 200), "index_corrupt"),
     "pointer to a missing version": (lambda e: (_live(e).parent / "CURRENT").write_text("v999999"), "index_pointer"),
     "garbage pointer": (lambda e: (_live(e).parent / "CURRENT").write_text("../../etc"), "index_pointer"),
     "crash leftovers": (_leftovers, "index_leftovers"),

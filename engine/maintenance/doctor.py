@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from engine.store.checks import SCHEMA_VERSION
 from engine.errors import ConvsearchError, IndexStateError
 from engine.timeutil import utcnow
+from indexers.checksums import changed_files
 from indexers.shard import Shard, shard_dir
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ __all__ = ["Finding", "DoctorReport", "RepairReport", "diagnose", "repair", "STO
 # Stable codes (clients and tests match on them); each maps to the fix it is repaired by.
 STORE_CODES = ("store_unreadable", "store_schema", "store_seq_order", "store_thread_tail", "store_orphan_turn",
                "store_day_bounds", "store_conversation_bounds", "store_summary_span")
-INDEX_CODES = ("index_pointer", "index_unreadable", "index_incompatible", "index_ahead",
+INDEX_CODES = ("index_pointer", "index_unreadable", "index_corrupt", "index_incompatible", "index_ahead",
                "index_manifest_mismatch", "index_bm25_mismatch", "index_vectors_mismatch",
                "index_deleted_reference", "index_leftovers", "index_orphan")
 _NOT_REPAIRABLE = frozenset({"store_unreadable", "store_schema", "store_seq_order", "store_orphan_turn"})
@@ -139,9 +140,21 @@ def _index_findings(engine: ConversationEngine, user_id: str) -> tuple[list[Find
         return found + [Finding("index_unreadable", user_id, detail, _reindex_fix(user_id))], 0
     assert shard is not None  # CURRENT exists and names a directory (checked above)
     try:
-        return found + _shard_findings(engine, user_id, shard), 1
+        problems = _shard_findings(engine, user_id, shard)
     except IndexStateError as exc:  # a damaged file the load did not read (the windows' text is read lazily)
         return found + [Finding("index_unreadable", user_id, exc.message, _reindex_fix(user_id))], 0
+    return found + (problems or _changed_bytes(base, user_id)), 1
+
+
+def _changed_bytes(base: Path, user_id: str) -> list[Finding]:
+    """A shard that loads and adds up, but whose files differ from their checksums: bytes flipped
+    inside vectors or postings. The repair deletes the directory first: a warm reindex would take
+    the saved graph back."""
+    changed = changed_files(base / (base / "CURRENT").read_text(encoding="utf-8").strip())
+    if not changed:
+        return []
+    detail = f"{len(changed)} file(s) changed on disk since the save: {'; '.join(changed[:3])}"
+    return [Finding("index_corrupt", user_id, detail, _REPAIR)]
 
 
 def _pointer_problem(base: Path) -> str | None:
@@ -305,7 +318,7 @@ def _repair_dirs(engine: ConversationEngine, report: DoctorReport) -> list[str]:
     for finding in report.findings:
         if finding.code == "index_orphan" and finding.target:
             doomed.append(root / finding.target)
-        elif finding.code in ("index_pointer", "index_unreadable") and finding.user_id:
+        elif finding.code in ("index_pointer", "index_unreadable", "index_corrupt") and finding.user_id:
             doomed.append(shard_dir(root, finding.user_id))
         elif finding.code == "index_leftovers" and finding.user_id:
             doomed += _leftovers(shard_dir(root, finding.user_id))
