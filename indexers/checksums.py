@@ -42,7 +42,11 @@ def changed_files(version: Path) -> list[str]:
         if not path.is_file():
             problems.append(f"{name} is missing")
             continue
-        found = _sums(path)
+        try:
+            found = _sums(path)
+        except OSError as exc:  # a bad sector reads as EIO
+            problems.append(f"{name} cannot be read ({exc.strerror or type(exc).__name__})")
+            continue
         if found["bytes"] != size:
             problems.append(f"{name} holds {found['bytes']} bytes, {size} when saved")
         elif found["crc32"] != crc:

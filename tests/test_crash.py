@@ -362,3 +362,18 @@ def test_doctor_on_a_damaged_store_file_reports_it(damaged_home: Path, monkeypat
     assert status == 2 and "Traceback" not in out.err, out.err  # a finding, not a bug's exit (1)
     finding = json.loads(out.out)["report"]["findings"][0]
     assert finding["code"] == "store_unreadable" and "restore the store from a backup" in finding["fix"]
+
+
+@pytest.mark.parametrize("other_fault", [None, "manifest of another save"])
+def test_a_repair_does_not_take_flipped_vectors_back(damaged_home: Path, other_fault: str | None) -> None:
+    """The repair deletes a corrupt shard before its reindex, even beside another finding: a warm
+    reindex reuses the saved vectors when the windows are unchanged, flipped bytes included."""
+    with open_engine(damaged_home) as engine:
+        healthy = (_live(engine) / "message_vectors" / "vectors.npy").read_bytes()
+        _flip_bytes("message_vectors/vectors.npy", 64)(engine)
+        if other_fault is not None:
+            FAULTS[other_fault][0](engine)
+        report = diagnose(engine)
+        assert "index_corrupt" in report.codes(), report.findings
+        assert repair(engine, report).remaining.ok
+        assert (_live(engine) / "message_vectors" / "vectors.npy").read_bytes() == healthy

@@ -12,6 +12,8 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
+from engine.errors import SummarizerError
+from engine.summaries.summarizers import ExtractiveSummarizer
 from tests.support import HashEmbedder
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -99,3 +101,38 @@ def test_an_import_that_replaces_a_text_drops_the_summaries_quoting_the_old_one(
     assert not any(SECRET in text for text in after.values()) and "Mongo" in after[("day", 1)]
     assert not any(SECRET in (t or "") for t in _day_texts(engine))
     assert not engine.search("u", SECRET, mode="lexical").results  # neither the message nor a summary holds the old word
+
+
+def test_a_summarizer_failure_queues_the_rebuild_and_the_deletion_stands(engine: ConversationEngine,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    engine.ingest("u", _messages(SECRET))
+    engine.finalize_days("u")
+
+    def down(self: object, turns: object) -> str:
+        raise SummarizerError("the LLM is down")
+
+    monkeypatch.setattr(ExtractiveSummarizer, "summarize", down)
+    assert engine.delete_messages("u", ["m0-2"]) == 1  # no error: the deletion happened
+    assert not engine.store.messages_by_ids(["m0-2"], user_id="u")
+    assert set(_summaries(engine)) == {("day", 7), ("conversation", 7)}
+    assert engine.summary_retries()["pending_retries"] == 2  # the day and the conversation, for later
+    monkeypatch.undo()
+    engine.summaries.retries.clock = lambda: float("inf")  # past the retry delay
+    engine.summaries.retry_failed()
+    assert set(_summaries(engine)) == {("day", 1), ("conversation", 1), ("day", 7), ("conversation", 7)}
+
+
+def test_a_deletion_summarises_nothing_that_had_no_summary(tmp_path: Path) -> None:
+    third_day = [{**m, "message_id": f"m2-{i}", "created_at": (T0 + timedelta(days=2, minutes=i)).isoformat()}
+                 for i, m in enumerate(_messages(SECRET)[:6])]
+    with _engine(tmp_path / "a", summarizer="none") as e:
+        e.add_user("u", "UTC")
+        e.ingest("u", _messages(SECRET))  # days 0 and 1, never summarised
+    with _engine(tmp_path / "a") as e:  # summaries on from now
+        e.ingest("u", third_day)
+        e.finalize_days("u")  # the last day only
+        before = set(_summaries(e))
+        assert ("day", 1) not in before and ("day", 13) in before  # day 0 has none (day 1 closed as day 2 began)
+        assert e.delete_messages("u", ["m0-1", "m2-1"]) == 2
+        assert set(_summaries(e)) == before  # day 2's again; day 0 left alone
+        assert e.summarize("u").day_summaries == 1  # what the deletion left alone is the backfill's

@@ -2,21 +2,25 @@
 the windows and vectors of its shard and the embedding cache, so no search or reindex brings it back.
 
 Summaries are dropped rather than edited when their span held a deleted message: their text may
-quote it. Day summaries of the affected days are cleared for the same reason, then rebuilt from the
-messages that remain (the backfill's policy from the earliest affected day), so "summaries first"
-does not lose a closed day for one deleted turn. A message whose text an import replaced
+quote it. Day summaries of the affected days are cleared for the same reason. The day and ended
+conversation summaries dropped are then written again from the messages that remain, so "summaries
+first" does not lose a closed day for one deleted turn; nothing else is summarised, and a summarizer
+failure queues them for a retry (the deletion has happened). A message whose text an import replaced
 (`import --update`) drops the summaries that may quote its old text the same way.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.errors import InvalidInputError
 from engine.models import Message, Summary
 from engine.store.core import Store
 from engine.query.summary_index import SummaryIndex, summary_key
+from engine.summaries.batch import in_time_order
+from engine.summaries.retries import SummaryJob
 from indexers.pipeline import IndexPipeline
 
 if TYPE_CHECKING:
@@ -55,6 +59,17 @@ def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Se
             "not_found": sorted(set(wanted) - found), "messages_deleted": count}
 
 
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """What a deletion in one thread took from its summaries: the summaries deleted, and the days
+    and conversations that had a summary (to be written again)."""
+
+    thread_id: str
+    summaries: tuple[Summary, ...]
+    days: frozenset[date]
+    conversations: frozenset[str]
+
+
 class Deleter:
     def __init__(self, store: Store, pipeline: IndexPipeline, summary_index: SummaryIndex,
                  summaries: SummaryService | None = None) -> None:
@@ -72,11 +87,11 @@ class Deleter:
         by_thread: dict[str, list[Message]] = {}
         for m in messages:
             by_thread.setdefault(m.thread_id, []).append(m)
-        dropped = [thread_id for thread_id, doomed in by_thread.items() if self._delete_in_thread(user_id, thread_id, doomed)]
+        dropped = [self._delete_in_thread(user_id, thread_id, doomed) for thread_id, doomed in by_thread.items()]
         if messages:
             self.forget_unused_vectors(user_id)
         self.summary_index.forget(user_id)
-        self._summarise_again(user_id, {t: min(m.day_label for m in by_thread[t]) for t in dropped})
+        self._summarise_again(user_id, dropped)
         return len(messages)
 
     def text_replaced(self, user_id: str, thread_id: str, seqs: set[int]) -> None:
@@ -85,18 +100,26 @@ class Deleter:
         lo, hi = min(seqs), max(seqs)
         changed = [m for m in self.store.messages_in_range(thread_id, lo, hi + 1) if m.seq in seqs]
         with self.store.transaction():
-            touched, _ = self._drop_summaries(thread_id, changed)
-        self._forget_summary_vectors(user_id, touched)
+            dropped = self._drop_summaries(thread_id, changed)
+        self._forget_summary_vectors(user_id, dropped.summaries)
         self.pipeline.rewrite_messages(user_id, thread_id, seqs)
 
-    def _summarise_again(self, user_id: str, since: Mapping[str, date]) -> None:
-        """Each thread's days and ended conversations from `since` (its earliest affected day) that
-        lack an up-to-date summary get one, as a backfill would; their notes and vectors follow."""
+    def _summarise_again(self, user_id: str, dropped: Sequence[Dropped]) -> None:
+        """The days (still holding turns) and ended conversations whose summary went get one again,
+        and their notes and vectors; a summarizer failure is queued for a retry, not raised."""
         service = self.summaries
-        if service is None or service.summarizer is None:
+        if service is None or service.summarizer is None or not any(d.days or d.conversations for d in dropped):
             return
-        written = [s for thread_id, day in since.items()
-                   for s in service.backfill.close_days(user_id, [thread_id], service.clock(), since=day)]
+        threads = [d.thread_id for d in dropped]
+        segments = self.store.across.day_segments(threads)
+        ended = self.store.across.ended_conversations(threads)
+        starts: dict[SummaryJob, int] = {}
+        for d in dropped:
+            starts.update((SummaryJob(user_id, "day", s.day_segment_id, d.thread_id), s.starts_at_seq)
+                          for s in segments.get(d.thread_id, []) if s.day_label in d.days)
+            starts.update((SummaryJob(user_id, "conversation", c.conversation_id, d.thread_id), c.first_seq)
+                          for c in ended.get(d.thread_id, []) if c.conversation_id in d.conversations)
+        written = service.run(in_time_order(starts), queue=True, reasons=dict.fromkeys(starts, "deletion"))
         if written:
             self.pipeline.update_lexical(user_id)  # a day summary leaves a note, which is a message
             self.summary_index.embed_written(user_id, written)  # these only: a backlog is the background step's
@@ -128,32 +151,30 @@ class Deleter:
             self.summary_index.cache.deleted_with_user(user_id)
         return count
 
-    def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> bool:
-        """Whether a summary went with them (see _drop_summaries)."""
+    def _delete_in_thread(self, user_id: str, thread_id: str, doomed: list[Message]) -> Dropped:
         with self.store.transaction():
-            touched, dropped = self._drop_summaries(thread_id, doomed)
+            dropped = self._drop_summaries(thread_id, doomed)
             self.store.delete_messages([m.message_id for m in doomed])
             self.store.timeline.refresh_day_bounds(thread_id)
             self.store.timeline.refresh_conversation_bounds(thread_id)
-        self._forget_summary_vectors(user_id, touched)
+        self._forget_summary_vectors(user_id, dropped.summaries)
         self.pipeline.forget_messages(user_id, thread_id, {m.seq for m in doomed})
         return dropped
 
-    def _drop_summaries(self, thread_id: str, messages: Sequence[Message]) -> tuple[list[Summary], bool]:
+    def _drop_summaries(self, thread_id: str, messages: Sequence[Message]) -> Dropped:
         """Inside the caller's transaction: the summaries whose span holds one of `messages` go, and
         their days' summaries and their conversations' titles and briefs are cleared (each may quote
-        them). Returns the summaries dropped, and whether those or any summary of these days and
-        conversations existed (what is to be written again; a day never summarised stays so)."""
+        them). Returns what went: those summaries, and the days and conversations that had one."""
         seqs = sorted(m.seq for m in messages)
         days, conversations = {m.day_label for m in messages}, {m.conversation_id for m in messages}
         stored = self.store.timeline.summaries(thread_id)
         touched = [s for s in stored if any(s.covers(q) for q in seqs)]
-        beside = any((s.kind == "day" and s.day_label in days) or (s.kind == "conversation" and s.conversation_id
-                                                                    in conversations) for s in stored)
+        mine = [*touched, *(s for s in stored if s.day_label in days or s.conversation_id in conversations)]
         self.store.timeline.delete_summaries_touching(thread_id, seqs)
         self.store.timeline.clear_day_summaries(thread_id, sorted(days))
         self.store.timeline.clear_conversation_summaries(sorted(conversations))
-        return touched, bool(touched) or beside
+        return Dropped(thread_id, tuple(touched), frozenset(s.day_label for s in mine if s.kind == "day" and s.day_label),
+                       frozenset(s.conversation_id for s in mine if s.kind == "conversation" and s.conversation_id))
 
     def _forget_summary_vectors(self, user_id: str, dropped: Sequence[Summary]) -> None:
         if self.summary_index.cache is not None and dropped:

@@ -143,13 +143,13 @@ def _index_findings(engine: ConversationEngine, user_id: str) -> tuple[list[Find
         problems = _shard_findings(engine, user_id, shard)
     except IndexStateError as exc:  # a damaged file the load did not read (the windows' text is read lazily)
         return found + [Finding("index_unreadable", user_id, exc.message, _reindex_fix(user_id))], 0
-    return found + (problems or _changed_bytes(base, user_id)), 1
+    return found + problems + _changed_bytes(base, user_id), 1
 
 
 def _changed_bytes(base: Path, user_id: str) -> list[Finding]:
-    """A shard that loads and adds up, but whose files differ from their checksums: bytes flipped
-    inside vectors or postings. The repair deletes the directory first: a warm reindex would take
-    the saved graph back."""
+    """Files that differ from their checksums: bytes flipped inside vectors or postings, which may
+    load and add up. Checked beside any other finding, since the repair deletes the directory only
+    for this one: a warm reindex would take the saved graph and vectors back."""
     changed = changed_files(base / (base / "CURRENT").read_text(encoding="utf-8").strip())
     if not changed:
         return []
