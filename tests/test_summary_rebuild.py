@@ -136,3 +136,24 @@ def test_a_deletion_summarises_nothing_that_had_no_summary(tmp_path: Path) -> No
         assert e.delete_messages("u", ["m0-1", "m2-1"]) == 2
         assert set(_summaries(e)) == before  # day 2's again; day 0 left alone
         assert e.summarize("u").day_summaries == 1  # what the deletion left alone is the backfill's
+
+
+def test_retention_dropping_conversations_of_one_day_summarises_that_day_once(tmp_path: Path) -> None:
+    conversations = [[{**m, "message_id": f"c{k}-{i}", "created_at": (T0 + timedelta(hours=2 * k, minutes=i)).isoformat()}
+                      for i, m in enumerate(_messages(SECRET)[:4])] for k in range(3)]
+
+    def day_notes(e: ConversationEngine) -> int:
+        thread_id = e.store.threads_of("u")[0].thread_id
+        return sum(m.kind == "note" for m in e.store.messages_in_range(thread_id, 0))
+
+    with _engine(tmp_path / "a") as e:
+        e.add_user("u", "UTC")
+        for batch in conversations:
+            e.ingest("u", batch)
+        e.finalize_days("u")  # the three conversations ended, the day closed
+        notes = day_notes(e)
+    with _engine(tmp_path / "a", max_conversations_retained=1) as e:
+        e.summarize("u")  # retention drops the first two in one deletion
+        assert [c.conversation_id[-1] for c in e.store.timeline.conversations(e.store.threads_of("u")[0].thread_id)] == ["3"]
+        assert day_notes(e) == notes + 1  # the day written again once, not once a conversation
+        assert _summaries(e)[("day", 9)]  # and it covers what is left

@@ -59,8 +59,9 @@ def apply_retention(engine: ConversationEngine, user_id: str, thread_id: str) ->
     keep = engine.settings.max_conversations_retained
     if keep is None:
         return
-    for old in engine.store.timeline.conversations(thread_id, ended_only=True)[keep:]:
-        engine.deleter.delete_conversation(user_id, old.conversation_id)
+    old = engine.store.timeline.conversations(thread_id, ended_only=True)[keep:]
+    if old:  # in one deletion: the days they share are summarised again once
+        engine.deleter.delete_conversations(user_id, [c.conversation_id for c in old])
 
 
 def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: date | None,

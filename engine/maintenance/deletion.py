@@ -135,10 +135,17 @@ class Deleter:
                 user_id, [summary_key(s) for s in self.store.timeline.summaries_of_user(user_id)])
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
-        conversation = self.store.timeline.get_conversation(conversation_id, user_id=user_id)
-        count = self.delete_messages(user_id, self.store.message_ids_of_conversation(user_id, conversation_id))
-        # refresh_conversation_bounds already dropped it if it had turns; this covers an empty one
-        self.store.timeline.delete_conversation(conversation.conversation_id, user_id=user_id)
+        return self.delete_conversations(user_id, [conversation_id])
+
+    def delete_conversations(self, user_id: str, conversation_ids: Sequence[str]) -> int:
+        """Their messages in one deletion (a day they share is summarised again once), then the
+        conversations; an unknown id is an error before anything goes."""
+        for conversation_id in conversation_ids:
+            self.store.timeline.get_conversation(conversation_id, user_id=user_id)
+        ids = [m for c in conversation_ids for m in self.store.message_ids_of_conversation(user_id, c)]
+        count = self.delete_messages(user_id, ids)
+        for conversation_id in conversation_ids:  # refresh_conversation_bounds dropped those with turns; an empty one
+            self.store.timeline.delete_conversation(conversation_id, user_id=user_id)
         return count
 
     def delete_user(self, user_id: str) -> int:
