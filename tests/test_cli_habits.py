@@ -213,6 +213,12 @@ def test_an_id_the_file_repeats_with_other_content_is_reported(tmp_path: Path, c
     assert "1 record(s) differ" in captured.err
     got = run(capsys, "--home", home, "get", "--user", "ana", "--message", "c2")
     assert got["content"] == ROWS[1]["content"]
+    elsewhere = tmp_path / "b.jsonl"  # the same message id in another thread of the file: ids are store-wide
+    elsewhere.write_text("".join(json.dumps(r) + "\n" for r in [ROWS[2], {**ROWS[2], "thread_id": "home",
+                                                                             "content": "Another text"}]), encoding="utf-8")
+    report = run(capsys, "--home", home, "ingest", str(elsewhere))["import"]
+    assert [(c["location"], c["reason"]) for c in report["changed"]] == [
+        ("line 2", "id 't1' is also at line 1 with other content: that first record is the one stored")]
 
 
 @pytest.mark.model  # see tests/conftest.py (--fast)

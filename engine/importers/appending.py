@@ -112,9 +112,10 @@ def _storable(ctx: ImportContext, group: list[ThreadBatch], threads: list[str]) 
     ordered = [sorted(b.items, key=lambda item: item.message.created_at) for b in group]
     fresh_by_thread = ctx.ingestor.fresh(user_id, {t: [i.message for i in items] for t, items in zip(threads, ordered)})
     fresh = {id(m) for messages in fresh_by_thread.values() for m in messages}
+    by_id = {i.message.message_id: i for items in ordered for i in items if i.message.message_id and id(i.message) in fresh}
     kept_all = []
     for thread_id, items in zip(threads, ordered):
-        _report_changed(ctx, user_id, thread_id, items, fresh)
+        _report_changed(ctx, user_id, thread_id, items, fresh, by_id)
         last_at = tails[thread_id][1]
         kept = []
         for item in items:
@@ -132,19 +133,21 @@ def _storable(ctx: ImportContext, group: list[ThreadBatch], threads: list[str]) 
     return kept_all
 
 
-def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, items: list[Item], fresh: set[int]) -> None:
+def _report_changed(ctx: ImportContext, user_id: str, thread_id: str, items: list[Item], fresh: set[int],
+                    by_id: dict[str, Item]) -> None:
     """A re-imported id whose content differs from the stored message is reported, not silently counted;
     with `update` its text replaces the stored one (the caller re-indexes it). An id the file repeats
-    with other content is reported too: its first record is the one stored."""
+    with other content is reported too: its first record is the one stored (`by_id`: the first record
+    of each message id in any of the user's threads; an external id is the thread's own)."""
     duplicates = [i for i in items if id(i.message) not in fresh]
     if not duplicates:
         return
     stored = ctx.store.stored_contents(thread_id, [i.message.message_id for i in duplicates if i.message.message_id],
                                        [i.message.external_id for i in duplicates if i.message.external_id])
-    first = {key: i for i in items if id(i.message) in fresh and (key := i.message.message_id or i.message.external_id)}
+    by_external = {i.message.external_id: i for i in items if id(i.message) in fresh and i.message.external_id}
     for item in duplicates:
         key = item.message.message_id or item.message.external_id
-        earlier = first.get(key) if key else None
+        earlier = by_id.get(key) if item.message.message_id else by_external.get(key) if key else None
         if key not in stored and earlier is not None and earlier.message.content != item.message.content:
             ctx.issues.changed.append(SkippedRecord(item.location, f"id {key!r} is also at {earlier.location} with other "
                                                                    "content: that first record is the one stored"))
