@@ -20,8 +20,8 @@ from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repa
 from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
-from engine.facade_edges import (EveryUser, as_path, by_thread, capped, file_errors, guarded_write, pipeline_params,
-                                 to_new_message, to_new_messages)
+from engine.facade_edges import (EveryUser, as_path, by_thread, capped, checked_clock, file_errors, guarded_write,
+                                 pipeline_params, to_new_message, to_new_messages)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.store.ingest import Ingestor
@@ -59,7 +59,7 @@ class ConversationEngine:
         "auto" loads the configured backend (lexical only when it cannot load), None is lexical only."""
         self.settings = settings or Settings()
         self.home = data_dir(home)
-        self.clock = clock
+        self.clock = clock = checked_clock(clock)
         self.store = Store(self.home / STORE_FILENAME)
         self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes),
                                  clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours))
@@ -167,7 +167,8 @@ class ConversationEngine:
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             with phase("store"), self.summaries.storing(None):
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
-                                     timezone=timezone, skip_bad=skip_bad, progress=progress, update=update)
+                                     timezone=timezone or self.settings.default_timezone, skip_bad=skip_bad,
+                                     progress=progress, update=update)
             with phase("rewrite"):
                 for (user, thread), seqs in by_thread(report.rewritten).items():
                     self.deleter.text_replaced(user, thread, seqs)  # its summaries go too

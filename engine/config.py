@@ -11,7 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.errors import SettingsError
+from engine.errors import ConvsearchError, SettingsError
+from engine.timeutil import zone
 
 __all__ = ["Settings", "data_dir", "default", "ENV_PREFIX", "NON_SETTING_ENV"]
 
@@ -254,6 +255,14 @@ class Settings(BaseSettings):
                 f"conversation_max_context_tokens ({self.conversation_max_context_tokens}) leaves fewer than 100 "
                 f"tokens after conversation_reserved_tokens ({self.conversation_reserved_tokens}): raise the first "
                 "or lower the second")
+        return self
+
+    @model_validator(mode="after")
+    def _default_timezone_known(self) -> Settings:
+        try:
+            zone(self.default_timezone)
+        except ConvsearchError as exc:  # else every user added without a zone fails, the setting unnamed
+            raise ValueError(f"default_timezone: {exc.message}") from None
         return self
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Iterator, Mapping, Sequence, cast
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence, cast
 
 from engine.collector import fewer_collections
 from engine.config import Settings
@@ -24,7 +24,17 @@ from indexers.lexical import TokenizerParams
 from indexers.pipeline import PipelineParams
 
 __all__ = ["pipeline_params", "to_new_message", "to_new_messages", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
-           "guarded_write", "EveryUser"]
+           "guarded_write", "EveryUser", "checked_clock"]
+
+
+def checked_clock(clock: object) -> Callable[[], datetime]:
+    """The engine's clock, read once: it must give aware datetimes (a naive one, such as
+    datetime.now, failed later inside ingest and navigation with a TypeError)."""
+    now = clock() if callable(clock) else None
+    if not isinstance(now, datetime) or now.utcoffset() is None:
+        raise InvalidInputError(f"clock must be a function giving an aware datetime, such as lambda: "
+                                f"datetime.now(timezone.utc); it gave {now!r}")
+    return cast(Callable[[], datetime], clock)
 
 
 def pipeline_params(settings: Settings) -> PipelineParams:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
+from typing import cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.errors import InvalidInputError, InvalidTimestampError, UnknownTimezoneError
@@ -28,9 +29,16 @@ def zone(name: str) -> ZoneInfo:
     return _zone(name)
 
 
+# Files of the zone database that are not places: the host's own zone (it changes with the host, and
+# every stored day with it), the POSIX default rules, a placeholder; and the copies counting leap seconds.
+_NOT_PLACES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 @lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
     try:
+        if name in _NOT_PLACES or name.startswith(("posix/", "right/")):
+            raise ValueError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise UnknownTimezoneError(
@@ -82,12 +90,24 @@ def read_iso(value: str, *, field: str = "timestamp") -> datetime:
 
 
 def parse_timestamp(value: str | datetime | date, tz: ZoneInfo | None = None, *, field: str = "timestamp") -> datetime:
-    """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`."""
+    """Parse an ISO 8601 timestamp to aware UTC; naive values are read in `tz`. A day alone (a date,
+    or 'YYYY-MM-DD') is its first instant there: midnight, or the end of the skipped hour where the
+    clocks jump at midnight (Cairo, Santiago, Havana in spring)."""
     if isinstance(value, datetime):
         return to_utc(value, tz, field=field)
-    if isinstance(value, date):
-        return to_utc(datetime(value.year, value.month, value.day), tz, field=field)
-    return to_utc(read_iso(value, field=field), tz, field=field)
+    day = value if isinstance(value, date) else _day_only(value)
+    if day is not None:  # fold 0 in a skipped midnight is the offset before the jump: the jump's instant
+        return to_utc(datetime(day.year, day.month, day.day, tzinfo=tz or timezone.utc), field=field)
+    return to_utc(read_iso(cast(str, value), field=field), tz, field=field)  # read_iso refuses a non-string
+
+
+def _day_only(value: object) -> date | None:
+    if isinstance(value, str) and len(value.strip()) == 10:
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 def message_time_problem(moment: datetime, now: datetime, future_tolerance: timedelta) -> str | None:
@@ -105,9 +125,11 @@ def message_time_problem(moment: datetime, now: datetime, future_tolerance: time
 
 
 def parse_day(value: str | date) -> date:
-    """A `YYYY-MM-DD` calendar day."""
+    """A `YYYY-MM-DD` calendar day. A datetime is refused: which day it falls on depends on the
+    user's zone, and its own date (taken before) could be the day before or after."""
     if isinstance(value, datetime):
-        return value.date()
+        raise InvalidInputError(f"day {value.isoformat()!r} is a moment, not a calendar day: pass the day itself "
+                                "(a date, or 'YYYY-MM-DD') as the user's calendar shows it")
     if isinstance(value, date):
         return value
     try:
