@@ -69,6 +69,18 @@ def to_utc(value: datetime, tz: ZoneInfo | None = None, *, field: str = "timesta
                                     f"{TIME_FLOOR.year} and now, with its UTC offset if not in the user's zone") from None
 
 
+def second_reading(value: datetime, tz: ZoneInfo) -> datetime | None:
+    """For a naive time in the hour a zone repeats (clocks going back), that hour's second pass
+    in aware UTC; None for any other time. `to_utc` reads the first pass."""
+    if value.tzinfo is not None:
+        return None
+    try:
+        first, second = (value.replace(tzinfo=tz, fold=fold).astimezone(timezone.utc) for fold in (0, 1))
+    except OverflowError:
+        return None
+    return second if second != first else None
+
+
 def _in_gap(naive: datetime, tz: ZoneInfo) -> bool:
     """True when the wall-clock time never happens in `tz` (it does not survive a round trip)."""
     there = naive.replace(tzinfo=tz).astimezone(timezone.utc).astimezone(tz)

@@ -288,3 +288,19 @@ def test_a_moment_is_not_taken_for_a_day(engine: ConversationEngine) -> None:
     with pytest.raises(ConvsearchError, match="is a moment, not a calendar day"):
         engine.search("ny", "2024", day=datetime(2024, 5, 2, 1, tzinfo=UTC))
     assert engine.search("ny", "2024", day="2024-05-01", mode="lexical").results
+
+
+@pytest.mark.parametrize("one_call", [True, False], ids=["a call each", "one batch"])
+def test_local_times_through_the_repeated_autumn_hour_keep_their_order(engine: ConversationEngine, one_call: bool) -> None:
+    """New York, 3 Nov 2024: 01:00-01:59 happens twice. A client sending naive local times every ten
+    minutes across it sends 01:50 then 01:00: the second pass is taken, not a refusal."""
+    engine.add_user("ny", "America/New_York")
+    real = [datetime(2024, 11, 3, 5, 20, tzinfo=UTC) + timedelta(minutes=10 * k) for k in range(12)]
+    local = [moment.astimezone(zone("America/New_York")).replace(tzinfo=None).isoformat() for moment in real]
+    assert (local[3], local[4]) == ("2024-11-03T01:50:00", "2024-11-03T01:00:00")  # 01:00-01:59, twice
+    messages = [{"role": "user", "content": f"step {k}", "created_at": at} for k, at in enumerate(local)]
+    for batch in ([[m] for m in messages] if one_call else [messages]):
+        engine.ingest("ny", batch, index=False)
+    stored = engine.turns_since("ny", "2024-11-02").messages
+    assert [m.created_at for m in stored] == real
+    assert len({m.conversation_id for m in stored}) == 1  # ten minutes apart: one conversation

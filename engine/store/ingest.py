@@ -13,13 +13,14 @@ import json
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Callable, Mapping, Sequence
+from zoneinfo import ZoneInfo
 
 from engine.errors import InvalidInputError, InvalidTimestampError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store.core import Store
-from engine.store.placing import Placement, check_order, day_spans, place
+from engine.store.placing import Placement, check_order, day_spans, in_repeated_hour, place
 from engine.text_rules import id_problem, surrogate_problem
-from engine.timeutil import message_time_problem, to_utc, utcnow, zone
+from engine.timeutil import message_time_problem, second_reading, to_utc, utcnow, zone
 
 __all__ = ["Ingestor", "Append", "MAX_MESSAGE_CHARS", "message_problem"]
 
@@ -61,7 +62,7 @@ class Ingestor:
         checked = [[_validated(m, i) for i, m in enumerate(a.messages)] for a in appends]
         tz = zone(self.store.get_user(user_id).timezone)
         now = self.clock()
-        checked = [[self._in_utc(m, i, tz, now) for i, m in enumerate(batch)] for batch in checked]
+        checked, second = self._all_in_utc(checked, tz, now)
         with self.store.db.transaction():
             thread_ids = self._thread_ids(user_id, appends)
             news = self._new_only(user_id, dict(zip(thread_ids, checked)))
@@ -73,6 +74,7 @@ class Ingestor:
                 # no created_at: now, or the thread's last time when that is later (a clock a little ahead)
                 default_at = max(now, last_at) if last_at is not None else now
                 stamped = [m if m.created_at else replace(m, created_at=default_at) for m in news[thread_id][0]]
+                stamped = in_repeated_hour(stamped, last_at, second)
                 check_order(stamped, last_at)
                 placements.append(place(thread_id, user_id, stamped, last_seq, tz, latest.get(thread_id),
                                         self.idle_timeout, append.as_conversation is not None))
@@ -92,6 +94,21 @@ class Ingestor:
             self.append(user_id, [Append([NewMessage(role="system", content=text, created_at=tails[thread_id][1],
                                                      kind="note") for text in texts], thread_id)
                                   for thread_id, texts in notes.items()])
+
+    def _all_in_utc(self, batches: list[list[NewMessage]], tz: ZoneInfo, now: datetime
+                    ) -> tuple[list[list[NewMessage]], dict[int, datetime]]:
+        """Each batch's times in aware UTC (`_in_utc`), and for those read in the hour the zone
+        repeats, its second pass (by the converted message's id(): placement may take it)."""
+        second: dict[int, datetime] = {}
+        out = []
+        for batch in batches:
+            converted = [self._in_utc(m, i, tz, now) for i, m in enumerate(batch)]
+            for before, after in zip(batch, converted):
+                later = second_reading(before.created_at, tz) if before.created_at is not None else None
+                if later is not None:
+                    second[id(after)] = later
+            out.append(converted)
+        return out, second
 
     def _in_utc(self, message: NewMessage, index: int, tz, now: datetime) -> NewMessage:
         """created_at in aware UTC (naive: the user's zone), refused when out of range."""

@@ -5,9 +5,9 @@ and writes what this gives back."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
-from typing import Sequence
+from typing import Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 from engine.errors import ConvsearchError, OutOfOrderError
@@ -99,6 +99,23 @@ def day_spans(placed: Sequence[Message]) -> dict[tuple[str, date], tuple[int, in
         lo, hi = spans.get((m.thread_id, m.day_label), (m.seq, m.seq))
         spans[(m.thread_id, m.day_label)] = (min(lo, m.seq), max(hi, m.seq))
     return spans
+
+
+def in_repeated_hour(messages: Sequence[NewMessage], last_at: datetime | None,
+                     second: Mapping[int, datetime]) -> list[NewMessage]:
+    """Messages whose naive time fell in the hour the user's clocks repeat take its second pass
+    (`second`, by the message's id()) when the first would go back before the message they follow:
+    a client sending local wall-clock times through the autumn change (01:50, then 01:00 an hour
+    later) keeps its order instead of being refused."""
+    previous = None if last_at is None else to_utc(last_at)
+    out = []
+    for m in messages:
+        later = second.get(id(m))
+        if later is not None and previous is not None and time_of(m) < previous <= later:
+            m = replace(m, created_at=later)
+        previous = time_of(m)
+        out.append(m)
+    return out
 
 
 def check_order(messages: Sequence[NewMessage], last_at: datetime | None) -> None:
