@@ -30,6 +30,7 @@ def test_the_dates_a_query_names_become_day_spans(query, spans):
 
 
 @pytest.mark.parametrize("query", ["May I ask what we decided?", "the march of progress", "what did we decide last week?",
+                                   "this may be why the build broke", "this march ended at the park",
                                    "order A-7731 costs 2023 dollars", "on 31 June, 2023", "error 404 on port 2024"])
 def test_a_query_naming_no_date_has_no_span(query):
     assert not query_time(query)

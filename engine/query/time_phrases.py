@@ -30,9 +30,11 @@ _FORMS = (
     re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"),  # 2023-06-03
     re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I),  # June 2023
     # a month alone only after a word that makes it one ("may" is a verb, "march" can be)
-    re.compile(rf"\b(?:in|during|since|until|by|of|early|mid|late|last|this|next)[\s-]+{_MONTH}(?!\w)", re.I),
+    re.compile(rf"\b(?P<lead>in|during|since|until|by|of|early|mid|late|last|this|next)[\s-]+{_MONTH}(?!\w)", re.I),
     re.compile(rf"\b(?:in|during|since|until|by|of)\s+{_YEAR}\b", re.I),  # in 2023
 )
+# "may" and "march" after "this" are a verb or a noun unless written as a month: "this may be why"
+_VERB_MONTHS, _VERB_LEADS = frozenset({"may", "march"}), frozenset({"this"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +71,18 @@ def query_time(text: str) -> QueryTime:
     spans: list[DaySpan] = []
     for form in _FORMS:
         def read(match: re.Match[str]) -> str:
-            span = _span(match.groupdict())
+            span = None if _a_verb(match.groupdict()) else _span(match.groupdict())
             if span is not None:
                 spans.append(span)
             return " " * len(match.group(0))
         text = form.sub(read, text)
     return QueryTime(tuple(spans))
+
+
+def _a_verb(parts: dict[str, str | None]) -> bool:
+    month = parts.get("month") or ""
+    return ((parts.get("lead") or "").casefold() in _VERB_LEADS and month.casefold() in _VERB_MONTHS
+            and not month[:1].isupper())
 
 
 def _span(parts: dict[str, str | None]) -> DaySpan | None:
