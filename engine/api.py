@@ -20,8 +20,8 @@ from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repa
 from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
-from engine.facade_edges import (EveryUser, as_path, by_thread, capped, checked_clock, file_errors, guarded_write,
-                                 pipeline_params, to_new_message, to_new_messages)
+from engine.facade_edges import (EveryUser, UsersToCheck, as_path, by_thread, capped, checked_clock, file_errors,
+                                 guarded_write, pipeline_params, to_new_message, to_new_messages)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.store.ingest import Ingestor
@@ -84,7 +84,7 @@ class ConversationEngine:
         self.write_lock = EveryUser(self.locks)  # `with engine.write_lock:` holds every user's writes
         self.deleter = Deleter(self.store, self.pipeline, self.summary_index, self.summaries)
         self.days = DayBrowser(self.store, clock=clock)
-        self._to_check: set[str] | None = None  # users `maintain` looks at besides the loaded ones (None: all)
+        self._to_check = UsersToCheck()  # users `maintain` looks at besides the loaded ones
 
     def _writing(self, user_id: str | None = None) -> ContextManager[None]:
         """The user's writer lock (every user's when None), as every write runs (`guarded_write`)."""
@@ -182,8 +182,7 @@ class ConversationEngine:
                 for user in report.users:
                     self.pipeline.refresh(user)
                     log.info("import user=%s lexical index refreshed", user)
-            if self._to_check is not None:
-                self._to_check.update(report.users)
+            self._to_check.add(report.users)
         seconds = phase.elapsed()
         return replace(report, seconds=round(seconds, 3), messages_per_s=per_second(report.inserted, seconds),
                        phases_s=phase.seconds())
@@ -284,9 +283,10 @@ class ConversationEngine:
         """One background step of a server: retry failed summaries, then catch up every user whose index
         or summaries lack vectors or a save (engine/maintenance/closing.py); a restart then replays at
         most one step's worth. Returns the users caught up."""
-        with self.write_lock:
-            self.summaries.retry_failed()
-            imported, self._to_check = self._to_check, set()
+        for user in self.summaries.users_to_retry():  # each under its own lock: another's reindex holds no one up
+            with self._writing(user):
+                self.summaries.retry_failed(user)
+        imported = self._to_check.take()
         # Users not loaded in memory change only by an import: check them all once, then the imported ones.
         candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
         return [user for user in sorted(candidates) if catch_up(self, user)]

@@ -4,6 +4,7 @@ errors, long texts capped, and the lock that holds every user's writes (engine.a
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +25,27 @@ from indexers.lexical import TokenizerParams
 from indexers.pipeline import PipelineParams
 
 __all__ = ["pipeline_params", "to_new_message", "to_new_messages", "by_thread", "capped", "as_path", "file_errors", "disk_errors",
-           "guarded_write", "EveryUser", "checked_clock"]
+           "guarded_write", "EveryUser", "checked_clock", "UsersToCheck"]
+
+
+class UsersToCheck:
+    """The users a server's background step looks at besides the loaded ones: every user at first,
+    then those imported since (an import writes users no shard of this process holds)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users: set[str] | None = None  # None: all of them
+
+    def add(self, users: Iterable[str]) -> None:
+        with self._lock:
+            if self._users is not None:
+                self._users.update(users)
+
+    def take(self) -> set[str] | None:
+        """What to check now (None: every user), and none until the next add."""
+        with self._lock:
+            taken, self._users = self._users, set()
+            return taken
 
 
 def checked_clock(clock: object) -> Callable[[], datetime]:

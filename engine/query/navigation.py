@@ -220,9 +220,12 @@ class Navigator:
         return message
 
     def _summary_stats(self, thread_id: str) -> list[_SummaryStats]:
-        """Each summary with its real turn count and end time (messages may have been deleted)."""
+        """Each summary with its real turn count and end time (messages may have been deleted). Two
+        reads without the writer's lock: a summary written between them is not listed, and one
+        dropped between them (a deletion, a rewrite) is left out rather than failing the call."""
+        summaries = self.store.timeline.summaries(thread_id)
         stats = self.store.history.summary_turn_stats(thread_id)
-        return [_SummaryStats(s, *stats[s.summary_id]) for s in self.store.timeline.summaries(thread_id)]
+        return [_SummaryStats(s, *stats[s.summary_id]) for s in summaries if s.summary_id in stats]
 
     def _summaries_ending_after(self, thread_id: str, since: datetime) -> tuple[SummaryView, ...]:
         return tuple(

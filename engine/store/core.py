@@ -95,10 +95,9 @@ class Store:
         _check_id("user_id", user_id)
         if timezone is not None:
             zone(timezone)
-        rows = self.db.execute("SELECT user_id, timezone, created_at FROM users WHERE user_id = ?", [user_id])
-        if rows:
-            return user_from_row(rows[0])
-        self.db.execute("INSERT INTO users VALUES (?, ?, ?)", [user_id, timezone or "UTC", naive_utc(utcnow())])
+        # one statement: two requests adding the same new user at once both get it (a check, then an
+        # insert, let the second fail on the key)
+        self.db.execute("INSERT OR IGNORE INTO users VALUES (?, ?, ?)", [user_id, timezone or "UTC", naive_utc(utcnow())])
         return self.get_user(user_id)
 
     def get_user(self, user_id: str) -> User:

@@ -166,9 +166,13 @@ class SummaryService:
         starts.update({job: firsts[job.target].first_seq if job.target in firsts else 0 for job in ended})
         return self._start([*self.retries.due(user_id), *in_time_order(starts)], turns=turns)
 
-    def retry_failed(self) -> list[Summary]:
-        """Retry every summary whose summarizer call failed (the server's background step calls this)."""
-        return self.run(self.retries.due()) if self.summarizer is not None else []
+    def retry_failed(self, user_id: str | None = None) -> list[Summary]:
+        """Retry every summary (of one user, or all) whose summarizer call failed (the server's background
+        step calls this a user at a time, under that user's lock)."""
+        return self.run(self.retries.due(user_id)) if self.summarizer is not None else []
+
+    def users_to_retry(self) -> list[str]:
+        return sorted({job.user_id for job in self.retries.due()})
 
     def retry_status(self) -> dict[str, object]:
         return self.retries.status()

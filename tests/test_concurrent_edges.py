@@ -1,0 +1,86 @@
+"""What a server meets when requests overlap (found by a concurrency audit): the background step
+takes one user's writer lock at a time, so a long write of one user (a reindex, an import's refresh)
+never holds another user's writes up; reads that take two statements survive a write between them;
+two requests adding the same new user both get it. Real DuckDB file, lexical only."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from engine.api import ConversationEngine
+from engine.summaries.retries import SummaryJob
+
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def test_a_background_step_never_makes_one_user_wait_for_another(tmp_path: Path) -> None:
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        for user in ("big", "small"):
+            engine.add_user(user)
+        engine.summaries.retries.failed(SummaryJob("big", "day", "big:continuous:day:2024-06-01", "big:continuous"),
+                                        "the LLM was down")
+        engine.summaries.retries.clock = lambda: float("inf")  # due now
+        holding, release = threading.Event(), threading.Event()
+
+        def long_write() -> None:  # a reindex of "big", say
+            with engine.locks.user("big"):
+                holding.set()
+                release.wait(30)
+
+        writer = threading.Thread(target=long_write)
+        writer.start()
+        assert holding.wait(10)
+        step = threading.Thread(target=engine.maintain)  # waits for big's lock for big's retry
+        step.start()
+        small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
+        small.start()
+        small.join(10)
+        done = not small.is_alive()
+        release.set()
+        for thread in (writer, step, small):
+            thread.join(30)
+        assert done, "small's ingest waited for big's long write (through the background step's lock)"
+        assert engine.substring_search("small", "still here")
+
+
+
+def test_a_summary_dropped_between_two_reads_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("u")
+        start = NOW - timedelta(days=3)
+        engine.ingest("u", [{"role": "user", "content": f"We decided to ship release {k}.",
+                             "created_at": (start + timedelta(hours=k)).isoformat()} for k in range(12)])
+        engine.finalize_days("u")
+        read = engine.store.history.summary_turn_stats
+        assert len(read("u:continuous")) >= 2
+        # as if a deletion dropped the first summary after the summaries were listed
+        monkeypatch.setattr(engine.store.history, "summary_turn_stats", lambda t: dict(list(read(t).items())[1:]))
+        context = engine.conversation_context("u", 40)  # was KeyError: a 500 over HTTP
+        assert context.summaries or context.turns
+        assert engine.turns_since("u", start.isoformat()).messages
+
+
+def test_two_requests_adding_the_same_new_user_both_get_it(tmp_path: Path) -> None:
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        for round_ in range(20):
+            gate = threading.Barrier(6)
+            got: list[object] = []
+
+            def add(user: str = f"user-{round_}") -> None:
+                gate.wait()
+                try:
+                    got.append(engine.add_user(user, "Europe/Paris").user_id)
+                except Exception as exc:  # noqa: BLE001 - any failure is the finding
+                    got.append(exc)
+
+            threads = [threading.Thread(target=add) for _ in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert got == [f"user-{round_}"] * 6, got
