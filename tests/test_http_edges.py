@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, urlsplit
 
+import anyio
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -217,3 +218,29 @@ def test_reliability_gives_the_clis_exit_code_for_a_locked_store() -> None:
     text = (DOCS / "reliability.md").read_text(encoding="utf-8")
     said = re.findall(r"`store_locked`, HTTP 423, exit code (\d+)", text)
     assert said == [str(StoreLockedError.exit_code)]
+
+
+def test_an_upload_cut_short_by_the_client_is_not_a_server_error(engine: ConversationEngine,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A client that drops the connection mid-upload: logged as its refusal, not http.internal_error."""
+    app = create_app(engine, maintain=False)
+    arrivals = iter([{"type": "http.request", "body": b'{"role": "user", "content": "half', "more_body": True},
+                     {"type": "http.disconnect"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(arrivals, {"type": "http.disconnect"})
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/api/import", "raw_path": b"/api/import", "query_string": b"format=jsonl&user_id=alice",
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/octet-stream")],
+             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80), "root_path": ""}
+    with caplog.at_level("INFO"):
+        anyio.run(app, scope, receive, send)
+    assert "http.internal_error" not in caplog.text
+    assert sent and sent[0]["status"] == 422
+    assert b"the upload stopped after" in b"".join(m.get("body", b"") for m in sent)
+    assert not list(engine.home.glob(".upload-*"))  # nothing left behind

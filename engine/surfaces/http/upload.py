@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from engine.api import ConversationEngine
 from engine.errors import ConvsearchError, InvalidInputError
@@ -71,11 +72,15 @@ async def import_file(
     limit, name = engine.settings.max_import_bytes, Path(suffix).name or "upload"
     with tempfile.NamedTemporaryFile(prefix=".upload-", suffix=Path(suffix).suffix[:16], dir=engine.home) as tmp:
         size = 0
-        async for part in request.stream():
-            size += len(part)
-            if size > limit:
-                raise InvalidInputError(f"the file is larger than {limit} bytes (CONVSEARCH_MAX_IMPORT_BYTES)")
-            tmp.write(part)
+        try:
+            async for part in request.stream():
+                size += len(part)
+                if size > limit:
+                    raise InvalidInputError(f"the file is larger than {limit} bytes (CONVSEARCH_MAX_IMPORT_BYTES)")
+                tmp.write(part)
+        except ClientDisconnect:  # the client went away: its mistake or its network, not the server's
+            raise InvalidInputError(f"the upload stopped after {size} bytes (the client disconnected): nothing was "
+                                    "imported; send the whole file again") from None
         tmp.flush()
         try:
             report = await run_in_threadpool(engine.import_file, tmp.name, fmt=format, user_id=user_id,
