@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.errors import InvalidInputError
 
-__all__ = ["whole_number", "seq_range", "seq_number", "shown_number", "MAX_SEQ", "SEQS"]
+__all__ = ["whole_number", "seq_range", "seq_number", "seq_problem", "shown_number", "MAX_SEQ", "SEQS"]
 
 MAX_SEQ = 2**63 - 1  # the store's BIGINT: a larger seq would reach DuckDB as an error about its integer types
 SEQS = f"seqs start at 1 (a thread's first message) and are at most {MAX_SEQ}"
@@ -49,9 +49,15 @@ def seq_number(name: str, value: object) -> int:
     """A seq: a thread's first message is 1; at most MAX_SEQ (the store's column). The HTTP edge
     applies this same rule to its `Seq` fields."""
     value = _an_int(name, value)
-    if not 1 <= value <= MAX_SEQ:
-        raise InvalidInputError(f"{name}: {SEQS}, got {shown_number(value)}")
+    problem = seq_problem(value)
+    if problem is not None:
+        raise InvalidInputError(f"{name}: {problem}")
     return value
+
+
+def seq_problem(value: int) -> str | None:
+    """Why a whole number is no seq, or None: the one bound `seq_number` and the HTTP `Seq` type apply."""
+    return None if 1 <= value <= MAX_SEQ else f"{SEQS}, got {shown_number(value)}"
 
 
 def _an_int(name: str, value: object) -> int:

@@ -18,7 +18,7 @@ from engine.store.checks import SCHEMA_VERSION
 from engine.errors import ConvsearchError, IndexStateError
 from engine.timeutil import utcnow
 from indexers.checksums import changed_files
-from indexers.shard import Shard, shard_dir
+from indexers.shard import Shard, current_version_dir, shard_dir
 
 if TYPE_CHECKING:
     from engine.api import ConversationEngine
@@ -143,14 +143,15 @@ def _index_findings(engine: ConversationEngine, user_id: str) -> tuple[list[Find
         problems = _shard_findings(engine, user_id, shard)
     except IndexStateError as exc:  # a damaged file the load did not read (the windows' text is read lazily)
         return found + [Finding("index_unreadable", user_id, exc.message, _reindex_fix(user_id))], 0
-    return found + problems + _changed_bytes(base, user_id), 1
+    return found + problems + _changed_bytes(root, user_id), 1
 
 
-def _changed_bytes(base: Path, user_id: str) -> list[Finding]:
+def _changed_bytes(root: Path, user_id: str) -> list[Finding]:
     """Files that differ from their checksums: bytes flipped inside vectors or postings, which may
     load and add up. Checked beside any other finding, since the repair deletes the directory only
     for this one: a warm reindex would take the saved graph and vectors back."""
-    changed = changed_files(base / (base / "CURRENT").read_text(encoding="utf-8").strip())
+    version = current_version_dir(root, user_id)
+    changed = changed_files(version) if version is not None else []
     if not changed:
         return []
     detail = f"{len(changed)} file(s) changed on disk since the save: {'; '.join(changed[:3])}"

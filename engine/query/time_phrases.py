@@ -71,7 +71,8 @@ def query_time(text: str) -> QueryTime:
     spans: list[DaySpan] = []
     for form in _FORMS:
         def read(match: re.Match[str]) -> str:
-            span = None if _a_verb(match.groupdict()) else _span(match.groupdict())
+            parts = match.groupdict()
+            span = None if _a_verb(parts) else _span(parts)
             if span is not None:
                 spans.append(span)
             return " " * len(match.group(0))

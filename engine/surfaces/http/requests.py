@@ -15,8 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic_core import PydanticCustomError
 
 from engine.text_rules import MAX_ID_CHARS
-from engine.errors import InvalidInputError
-from engine.validation import MAX_SEQ, seq_number
+from engine.validation import MAX_SEQ, seq_problem
 
 __all__ = [
     "Request", "UserRequest", "AddUserRequest", "MessageIn", "IngestRequest", "EndConversationRequest",
@@ -33,11 +32,11 @@ MAX_SEQ_SPAN = 10_000  # the widest range /api/messages/range reads (engine.quer
 
 
 def _seq(value: int) -> int:
-    """The engine's seq rule (engine.validation.seq_number), as a 422 naming the field."""
-    try:
-        return seq_number("seq", value)
-    except InvalidInputError as exc:
-        raise PydanticCustomError("seq", "{problem}", {"problem": exc.message.removeprefix("seq: ")}) from None
+    """The engine's seq rule (engine.validation.seq_problem), as a 422 naming the field."""
+    problem = seq_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("seq", "{problem}", {"problem": problem})
+    return value
 
 
 Seq = Annotated[int, AfterValidator(_seq), Field(json_schema_extra={"minimum": 1, "maximum": MAX_SEQ})]
