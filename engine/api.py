@@ -109,17 +109,18 @@ class ConversationEngine:
 
     def ingest(self, user_id: str, messages: Sequence[NewMessage | Mapping[str, Any]], *,
                thread_id: str | None = None, index: bool = True) -> IngestResult:
-        """Store messages; they are lexically searchable on return, and embedded too when `index`."""
+        """Store messages; lexically searchable on return (an index not in memory catches up when next
+        loaded), and embedded too when `index`."""
         batch = to_new_messages(messages)
         phase = Phases()
         with self._writing(user_id):
             self.store.get_user(user_id)  # a bad or unknown user fails here, before the index is opened
-            first_label = self.pipeline.next_label(user_id)  # before the store: a shard loaded later takes the batch in
+            first_label = self.pipeline.next_label(user_id) if index else 0  # before the store: loads the shard
             with phase("store"), self.summaries.storing(len(batch)):
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
-            log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id,
-                     len(result.inserted), len(result.duplicates))
             written = summarise_and_index(self, user_id, result, phase)
+            if self.pipeline.loaded(user_id) is None:  # a server's background step indexes it
+                self._to_check.add([user_id])
             if index:  # this batch's windows and summaries only: a backlog is the background step's
                 with phase("embed"):
                     self.pipeline.embed_pending(user_id, from_label=first_label)

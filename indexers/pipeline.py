@@ -122,8 +122,8 @@ class IndexPipeline:
     def shard(self, user_id: str) -> Shard:
         """The user's live shard: loaded (or created), checked, and caught up with the store once.
 
-        After that, writers keep it current (the engine calls `update_lexical` after each ingest),
-        so a search costs no store round-trip here.
+        After that, writers keep it current (the engine calls `refresh` after each ingest), so a
+        search costs no store round-trip here.
         """
         shard = self._shards.get(user_id)
         return shard if shard is not None else self._loaded(user_id)[0]

@@ -152,6 +152,34 @@ def test_a_live_ingest_embeds_its_own_messages_and_leaves_a_backlog_to_the_backg
     assert ranked(got) == ranked(expected)
 
 
+def test_an_unindexed_batch_leaves_an_index_not_in_memory_to_its_next_load_or_the_background_step(tmp_path: Path):
+    """A bulk `ingest(index=False)` stores and summarises only (as an import does): the user's index,
+    not in memory, catches up when a search loads it or when a server's background step looks."""
+    with open_engine(tmp_path / "live", PausingEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.maintain()  # a server's first step looks at every user; later ones at the loaded and the written
+        engine.ingest("u", batch(0, 300), index=False)
+        assert engine.pipeline.loaded("u") is None
+        assert engine.maintain() == ["u"] and engine.pipeline.pending_vector_messages("u") == 0
+        engine.ingest("u", batch(1, 40), index=False)  # in memory now: the index follows the batch
+        assert engine.pipeline.loaded("u").manifest.watermarks == engine.store.last_seqs("u")
+        assert engine.maintain() == ["u"]  # its vectors
+        got = engine.search("u", "topic7 theme3 lastof1", limit=10)
+    with open_engine(tmp_path / "cold", PausingEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=False)
+        engine.ingest("u", batch(1, 40), index=False)
+        assert engine.pipeline.loaded("u") is None
+        cold = engine.search("u", "topic7 theme3 lastof1", limit=10, mode="lexical")  # caught up by its load
+        assert cold.results and cold.results[0].message_id == "b0001-00039"
+    with open_engine(tmp_path / "fresh", PausingEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", batch(0, 300), index=True)
+        engine.ingest("u", batch(1, 40), index=True)
+        expected = engine.search("u", "topic7 theme3 lastof1", limit=10)
+    assert ranked(got) == ranked(expected)
+
+
 class GatedEmbedder(HashEmbedder):
     """Its first call (with `of_summaries`, its first call on summaries) waits for `gate` (10 s at most)."""
 

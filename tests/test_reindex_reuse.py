@@ -20,12 +20,12 @@ QUERIES = ("order number error", "meeting tomorrow", "deploy failed again", "qua
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """160 messages ingested in batches (tail windows replaced: saved labels have gaps), indexed."""
+    """160 messages ingested and indexed in batches (tail windows replaced: saved labels have gaps)."""
     with ConversationEngine(tmp_path / "home", embedder=SyntheticEmbedder(0), settings=_settings()) as engine:
         engine.add_user(USER, "UTC")
         messages = generate(160, seed=1, user_id=USER)
         for start in range(0, len(messages), 40):
-            engine.ingest(USER, messages[start:start + 40], index=False)
+            engine.ingest(USER, messages[start:start + 40])  # indexed: the shard in memory follows each batch
         engine.index(USER)
     return tmp_path / "home"
 

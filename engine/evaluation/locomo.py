@@ -201,6 +201,7 @@ def _replay(engine: ConversationEngine, samples: list[dict]) -> tuple[str, ...]:
     for user_id, turns in locomo_sessions(samples):
         if user_id not in users:
             engine.add_user(user_id, LOCOMO_TIMEZONE)
+            engine.pipeline.shard(user_id)  # in memory, as a server holds it: each ingest updates it in place
             users[user_id] = None
         for turn in turns:
             engine.ingest(user_id, [turn], index=False)

@@ -4,6 +4,7 @@ and the vectors and saves a user's index still lacks."""
 
 from __future__ import annotations
 
+import logging
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "SUMMARY_SLICE", "WINDOW_SLICE"]
 
+log = logging.getLogger("convsearch")
 Planned = TypeVar("Planned", bound=Sliced)
 
 # Summaries a background step embeds at a time, the model outside the user's lock.
@@ -33,7 +35,10 @@ def summarise_and_index(engine: ConversationEngine, user_id: str, result: Ingest
     """An ingested batch's summaries, retention and lexical update; the summaries written. A large
     batch's summaries are made in worker processes while this one indexes the batch; the day
     summaries' notes (messages too) are indexed after them. With retention on, the old order: what
-    goes is never indexed."""
+    goes is never indexed. A shard not in memory is not loaded for this: it catches up when it
+    loads, as after an import (the first search, or a server's background step)."""
+    log.info("ingest user=%s thread=%s stored=%d duplicates=%d", user_id, result.thread_id, len(result.inserted),
+             len(result.duplicates))
     written: list[Summary] = []
     with phase("summaries"):
         pending = engine.summaries.start_after_ingest(user_id, result)
@@ -43,14 +48,14 @@ def summarise_and_index(engine: ConversationEngine, user_id: str, result: Ingest
             apply_retention(engine, user_id, result.thread_id)
     try:
         with phase("lexical"):
-            engine.pipeline.update_lexical(user_id)
+            engine.pipeline.refresh(user_id)
     finally:  # the summaries are written even when indexing fails, as they were before it
         if overlap:
             with phase("summaries"):
                 written = pending.finish()
     if any(s.kind == "day" for s in written):
         with phase("lexical"):
-            engine.pipeline.update_lexical(user_id)
+            engine.pipeline.refresh(user_id)
     return written
 
 
