@@ -14,13 +14,13 @@ from engine.config import Settings, data_dir
 from engine.embedding_choice import documents_embedder, query_embedder
 from engine.query.context import ContextAssembler, ContextPayload
 from engine.query.days import DayBrowser, DayEntry, DayTimeline
-from engine.maintenance.closing import catch_up, summarise_and_index, summarize_users
+from engine.maintenance.closing import catch_up, settle_import, summarise_and_index, summarize_users
 from engine.maintenance.deletion import Deleter, deletion_report
 from engine.maintenance.doctor import DoctorReport, RepairReport, diagnose, repair
 from engine.maintenance.ray_reindex import rebuild_on_ray
 from engine.errors import InvalidInputError
 from engine.evaluation.overrides import RankingOverrides
-from engine.facade_edges import (EveryUser, UsersToCheck, as_path, by_thread, capped, checked_clock, file_errors,
+from engine.facade_edges import (EveryUser, UsersToCheck, as_path, capped, checked_clock, file_errors,
                                  guarded_write, pipeline_params, to_new_message, to_new_messages)
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
@@ -164,26 +164,16 @@ class ConversationEngine:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
         phase = Phases()
-        with self._writing(), file_errors(path):
+        with self._writing(), file_errors(path):  # every user's lock: the file names its users as it is read
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             with phase("store"), self.summaries.storing(None):
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
                                      timezone=timezone or self.settings.default_timezone, skip_bad=skip_bad,
                                      progress=progress, update=update)
-            with phase("rewrite"):
-                for (user, thread), seqs in by_thread(report.rewritten).items():
-                    self.deleter.text_replaced(user, thread, seqs)  # its summaries go too
-                    log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
-            with phase("summaries"):  # the same policy as live ingest, once per day
-                made = summarize_users(self, report.users, since=None)
-            report = replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
-            with phase("lexical"):
-                for user in report.users:
-                    self.pipeline.refresh(user)
-                    log.info("import user=%s lexical index refreshed", user)
-            self._to_check.add(report.users)
+        report = settle_import(self, report, phase)  # each user under that user's lock alone
+        self._to_check.add(report.users)
         seconds = phase.elapsed()
         return replace(report, seconds=round(seconds, 3), messages_per_s=per_second(report.inserted, seconds),
                        phases_s=phase.seconds())

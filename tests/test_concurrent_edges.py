@@ -5,6 +5,7 @@ two requests adding the same new user both get it. Real DuckDB file, lexical onl
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 from datetime import datetime, timezone
@@ -84,3 +85,42 @@ def test_two_requests_adding_the_same_new_user_both_get_it(tmp_path: Path) -> No
             for thread in threads:
                 thread.join(30)
             assert got == [f"user-{round_}"] * 6, got
+
+
+def test_an_import_holds_other_users_writes_up_for_its_store_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import took every user's writer lock to its end: its summaries and index of one user
+    (8-34 s at 100k) held every other user's writes up. After its store, it holds its own users' only."""
+    source = tmp_path / "big.jsonl"
+    source.write_text("".join(json.dumps({"role": "user" if i % 2 else "assistant", "content": f"imported line {i}",
+                                          "created_at": (NOW - timedelta(days=3, minutes=i)).isoformat()}) + "\n"
+                              for i in range(40, 0, -1)), encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("small")
+        inside, release = threading.Event(), threading.Event()
+        close_days = engine.summaries.backfill.close_days
+
+        def slow_close(user: str, *args: object, **kwargs: object) -> object:  # big's summaries take a while
+            if user == "big":
+                inside.set()
+                release.wait(30)
+            return close_days(user, *args, **kwargs)
+
+        monkeypatch.setattr(engine.summaries.backfill, "close_days", slow_close)
+        reports: list[object] = []
+        importer = threading.Thread(target=lambda: reports.append(engine.import_file(source, fmt="jsonl", user_id="big")))
+        importer.start()
+        assert inside.wait(10)
+        small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
+        big = threading.Thread(target=lambda: engine.ingest("big", [{"role": "user", "content": "after the import"}]))
+        small.start()
+        big.start()
+        small.join(10)
+        big.join(0.5)
+        small_done, big_waited = not small.is_alive(), big.is_alive()
+        release.set()
+        for thread in (importer, small, big):
+            thread.join(30)
+        assert small_done, "small's ingest waited for big's import"
+        assert big_waited, "big's own write did not wait for its import's summaries"
+        assert len(reports) == 1 and engine.substring_search("small", "still here")
+        assert len(engine.substring_search("big", "imported line")) == 40

@@ -5,12 +5,14 @@ and the vectors and saves a user's index still lacks."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from engine.facade_edges import disk_errors
+from engine.facade_edges import by_thread, disk_errors, guarded_write
+from engine.importers import ImportReport
 from engine.models import IngestResult, Summary
 from engine.summaries.policy import SummarizeReport
 from indexers.vector_slices import Sliced, embed_slice, keep_slice, plan_slice
@@ -19,7 +21,8 @@ if TYPE_CHECKING:
     from engine.api import ConversationEngine
     from indexers.phases import Phases
 
-__all__ = ["apply_retention", "catch_up", "summarise_and_index", "summarize_users", "SUMMARY_SLICE", "WINDOW_SLICE"]
+__all__ = ["apply_retention", "catch_up", "settle_import", "summarise_and_index", "summarize_users", "SUMMARY_SLICE",
+           "WINDOW_SLICE"]
 
 log = logging.getLogger("convsearch")
 Planned = TypeVar("Planned", bound=Sliced)
@@ -83,6 +86,29 @@ def summarize_users(engine: ConversationEngine, users: Sequence[str], *, since: 
             apply_retention(engine, user, thread_id)
         written += engine.summaries.backfill.close_days(user, threads, moment, since=since, last_only=last_only)
     return SummarizeReport.of(users, written, ended)
+
+
+def settle_import(engine: ConversationEngine, report: ImportReport, phase: Phases) -> ImportReport:
+    """What follows an import's store, a user at a time under that user's writer lock alone (the
+    store took every user's: the file names its users as it is read), so another user's writes
+    wait for the store's transaction only: the summaries quoting replaced text dropped, the summary
+    policy once per day, an index in memory caught up."""
+    replaced = by_thread(report.rewritten)
+    made = SummarizeReport(())
+    for user in dict.fromkeys([*report.users, *(owner for owner, _ in replaced)]):
+        with guarded_write(engine.locks.user(user)):
+            with phase("rewrite"):
+                for (owner, thread), seqs in replaced.items():
+                    if owner == user:
+                        engine.deleter.text_replaced(user, thread, seqs)  # its summaries go too
+                        log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
+            with phase("summaries"):  # the same policy as live ingest, once per day
+                done = summarize_users(engine, [user], since=None)
+            with phase("lexical"):
+                engine.pipeline.refresh(user)
+        made = replace(made, day_summaries=made.day_summaries + done.day_summaries,
+                       conversation_summaries=made.conversation_summaries + done.conversation_summaries)
+    return replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
 
 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
