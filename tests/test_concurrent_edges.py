@@ -124,3 +124,33 @@ def test_an_import_holds_other_users_writes_up_for_its_store_only(tmp_path: Path
         assert big_waited, "big's own write did not wait for its import's summaries"
         assert len(reports) == 1 and engine.substring_search("small", "still here")
         assert len(engine.substring_search("big", "imported line")) == 40
+
+
+def test_two_deletions_of_the_same_messages_report_them_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each report lists what that call deleted: the second finds nothing, not the ids it then did not delete."""
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("u")
+        engine.ingest("u", [{"role": "user", "content": f"line {i}", "message_id": f"m{i}",
+                             "created_at": (NOW - timedelta(hours=1, minutes=-i)).isoformat()} for i in range(4)])
+        inside, release = threading.Event(), threading.Event()
+        delete = engine.deleter.delete_messages
+
+        def held(user_id: str, ids: list[str]) -> int:  # the first deletion is held inside
+            if not inside.is_set():
+                inside.set()
+                release.wait(30)
+            return delete(user_id, ids)
+
+        monkeypatch.setattr(engine.deleter, "delete_messages", held)
+        reports: list[dict] = []
+        calls = [threading.Thread(target=lambda: reports.append(engine.delete("u", message_ids=["m1", "m2"])))
+                 for _ in range(2)]
+        calls[0].start()
+        assert inside.wait(10)
+        calls[1].start()
+        calls[1].join(0.3)
+        release.set()
+        for call in calls:
+            call.join(30)
+        assert sorted((r["messages_deleted"], r["message_ids"], r["not_found"]) for r in reports) == [
+            (0, [], ["m1", "m2"]), (2, ["m1", "m2"], [])]

@@ -53,8 +53,9 @@ def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Se
                 "messages_deleted": count}
     engine.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
     wanted = checked_ids(message_ids)  # before list(): a string would become its characters
-    found = {m.message_id for m in engine.store.messages_by_ids(wanted, user_id=user_id)}
-    count = engine.delete_messages(user_id, wanted)
+    with engine.locks.user(user_id):  # what is found is what this call deletes: another's deletion waits
+        found = {m.message_id for m in engine.store.messages_by_ids(wanted, user_id=user_id)}
+        count = engine.delete_messages(user_id, wanted)
     return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
             "not_found": sorted(set(wanted) - found), "messages_deleted": count}
 
