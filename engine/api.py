@@ -25,7 +25,7 @@ from engine.facade_edges import (EveryUser, UsersToCheck, as_path, capped, check
 from engine.locks import WriterLocks
 from engine.importers import ImportReport, export_thread, export_thread_parquet, import_file
 from engine.store.ingest import Ingestor
-from engine.models import Conversation, IngestResult, NewMessage, Summary, Thread, User
+from engine.models import Conversation, ConversationEnd, IngestResult, NewMessage, Summary, Thread, User
 from indexers.phases import Phases, per_second
 from engine.query.navigation import Navigator
 from engine.query.navigation_results import (AROUND_BEFORE_RATIO, AROUND_COUNT, CONTEXT_TURNS, SINCE_LIMIT, SUBSTRING_LIMIT,
@@ -152,12 +152,12 @@ class ConversationEngine:
         with self._writing(user_id):
             return self.deleter.delete_user(user_id)
 
-    def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Summary | None:
-        """End the open conversation; it gets a title and summary when a summarizer is configured."""
+    def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> ConversationEnd:
+        """End the open conversation (if one is); it gets a title and summary when a summarizer is configured."""
         with self._writing(user_id):
-            summary = self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
-            self.summary_index.embed_written(user_id, [summary] if summary else [])
-        return summary
+            ended = self.summaries.end_conversation(user_id, thread_id=thread_id, reason=reason)
+            self.summary_index.embed_written(user_id, [ended.summary] if ended.summary else [])
+        return ended
 
     def import_file(self, path: str | Path, *, fmt: str, user_id: str | None = None, timezone: str | None = None,
                     skip_bad: bool = False, progress: bool = False, update: bool = False) -> ImportReport:

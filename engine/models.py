@@ -154,6 +154,19 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationEnd:
+    """What ending the open conversation did: the conversation ended (None: none was open) and its
+    summary (None when summaries are off, or when the summarizer failed: then it is queued for a retry)."""
+
+    conversation_id: str | None
+    summary: Summary | None = None
+    ended: bool = field(init=False)  # written out beside the two, so a client need not infer it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ended", self.conversation_id is not None)
+
+
+@dataclass(frozen=True, slots=True)
 class IngestResult:
     """What one ingest call did; the facade uses the closed days and conversations to summarise."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bench_many_threads, bench_micro, run_scale
+from benchmarks import bench_bulk_ingest, bench_many_threads, bench_micro, run_scale
 from benchmarks.generate import (DEFAULT_START, LATEST_END, MIN_MESSAGES_PER_DAY, SyntheticEmbedder, ThreadParams,
                                  generate, iter_messages, make_queries)
 from benchmarks.naive import NaiveHybrid, from_shard
@@ -156,3 +156,12 @@ def test_many_threads_imports_one_thread_per_conversation() -> None:
     assert figures["summaries"] == 10 and figures["messages_per_s"] > 0  # a day's and a conversation's each
     assert figures["first_search_hits"] > 0  # the times may round to 0: only that they are there is checked
     assert figures["first_search_s"] >= 0 and figures["reindex_s"] >= 0
+
+
+def test_bulk_ingest_loads_the_same_messages_both_ways_and_finds_them(tmp_path: Path) -> None:
+    out = tmp_path / "bulk.json"
+    results = bench_bulk_ingest.main(["--n", "300", "--json", str(out)])
+    assert [r["path"] for r in results] == ["ingest", "import"] and json.loads(out.read_text()) == results
+    for result in results:
+        assert result["messages"] == 300 and result["hits"] > 0
+        assert result["until_first_answer_s"] >= result["seconds"] and "summaries" in result["phases_s"]

@@ -87,7 +87,9 @@ def test_summary_conversation_and_context_commands(capsys: pytest.CaptureFixture
     listed = run(capsys, home, "conversations", "--user", "alice", "--limit", "5")
     first = listed[-1]["conversation_id"]
     assert run(capsys, home, "conversations", "--user", "alice", "--id", first)["messages"][0]["message_id"] == "a1"
-    assert run(capsys, home, "end", "--user", "bob", "--reason", "done")["summary"]["kind"] == "conversation"
+    ended = run(capsys, home, "end", "--user", "bob", "--reason", "done")
+    assert ended["ended"] and ended["summary"]["kind"] == "conversation"
+    assert run(capsys, home, "end", "--user", "bob") == {"conversation_id": None, "summary": None, "ended": False}
     payload = run(capsys, home, "assemble", "--user", "alice", "--max-tokens", "500")
     assert payload["max_tokens"] == 500 and payload["source"] == "today"
     status = run(capsys, home, "status", "--user", "alice")

@@ -146,8 +146,9 @@ def test_summaries_conversations_and_context(api: httpx.Client) -> None:
     payload = ok(api, "/api/context/assemble", user_id="alice", max_tokens=2000)
     assert payload["source"] == "slice" and [i["message_id"] for i in payload["items"]] == ["a1", "a2"]
     ended = ok(api, "/api/conversation/end", user_id="bob", reason="user left")
-    assert ended["summary"]["kind"] == "conversation"
-    assert ok(api, "/api/conversation/end", user_id="bob") == {"summary": None}
+    assert ended["ended"] and ended["summary"]["kind"] == "conversation"
+    assert ended["conversation_id"] == ended["summary"]["conversation_id"]
+    assert ok(api, "/api/conversation/end", user_id="bob") == {"ended": False, "conversation_id": None, "summary": None}
 
 
 def test_a_day_summary_is_regenerated_on_request(api: httpx.Client) -> None:

@@ -177,7 +177,9 @@ def test_writing_and_conversation_tools(transcript: dict[str, Any]) -> None:
     recent = data(transcript["recent"])
     assert [c["conversation_id"] for c in recent][-1] == "alice:continuous:conv:1"
     assert data(transcript["conversation"])["messages"][0]["message_id"] == "a1"
-    assert data(transcript["end"])["summary"]["kind"] == "conversation"
+    ended = data(transcript["end"])
+    assert ended["ended"] and ended["summary"]["kind"] == "conversation"
+    assert ended["conversation_id"] == ended["summary"]["conversation_id"]
 
 
 def test_bad_calls_are_tool_errors_not_crashes(transcript: dict[str, Any]) -> None:

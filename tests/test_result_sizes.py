@@ -43,7 +43,7 @@ def engine(tmp_path: Path) -> Any:
 def test_a_title_is_short_whatever_the_first_message(engine: ConversationEngine) -> None:
     engine.ingest("u", [{"message_id": "z", "role": "user", "content": "z" * 1_100_000,
                          "created_at": T0.isoformat()}])
-    title = engine.end_conversation("u").title
+    title = engine.end_conversation("u").summary.title
     assert title is not None and len(title) == TITLE_CAP_CHARS and title.endswith("…")
     assert [len(c.title or "") for c in engine.list_conversations("u")] == [TITLE_CAP_CHARS]
     assert engine.get("u", message_id="z").content_chars == 1_100_000  # the message itself is whole

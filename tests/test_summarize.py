@@ -382,7 +382,7 @@ def test_ended_conversation_gets_a_title_and_two_or_three_sentences(store: Store
 def test_explicit_end_summarises_and_conversations_are_listed(store: Store) -> None:
     service, ingestor = _service(store)
     ingestor.add_messages("alice", _chat(T0))
-    ended = service.end_conversation("alice")
+    ended = service.end_conversation("alice").summary
     assert ended is not None and ended.kind == "conversation" and ended.message_count == 4
     reader = ConversationReader(store)
     recent = reader.recent("alice")
@@ -392,4 +392,4 @@ def test_explicit_end_summarises_and_conversations_are_listed(store: Store) -> N
     assert [m.content for m in whole.messages] == [text for _, text in CHAT]
     with pytest.raises(UnknownConversationError):
         reader.get("bob", f"{THREAD}:conv:1")
-    assert service.end_conversation("alice") is None  # nothing open any more
+    assert not service.end_conversation("alice").ended  # nothing open any more

@@ -90,6 +90,23 @@ def test_an_ingest_succeeds_while_the_summarizer_is_down_and_the_summary_follows
         assert engine.summaries.retry_status() == {"pending_retries": 0, "last_error": None}
 
 
+def test_an_end_the_summarizer_fails_says_it_ended_and_the_summary_follows(tmp_path: Path, llm: FakeLLM) -> None:
+    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=50)
+    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
+        now = [0.0]
+        engine.summaries.retries.clock = lambda: now[0]
+        engine.add_user("ann", "UTC")
+        engine.ingest("ann", _turns("t1", "t2"))
+        ended = engine.end_conversation("ann")
+        assert ended.ended and ended.conversation_id == "ann:continuous:conv:1" and ended.summary is None
+        assert not engine.end_conversation("ann").ended  # nothing open now: a different answer
+        assert [c.summary for c in engine.list_conversations("ann")] == [None]
+        llm.down, now[0] = False, RETRY_AFTER_S
+        engine.maintain()
+        (conversation,) = engine.list_conversations("ann")
+        assert conversation.summary is not None and "2 messages" in conversation.summary
+
+
 def test_the_retries_of_several_users_each_land_in_their_own_user(tmp_path: Path, llm: FakeLLM) -> None:
     """The background step retries every user's failed summaries at once: each is written, with
     its day's note, for its own user and thread."""

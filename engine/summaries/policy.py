@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 from engine.config import Settings
 from engine.errors import ConvsearchError, InvalidInputError
 from engine.store.ingest import Ingestor
-from engine.models import (Conversation, DaySegment, IngestResult, Message, Summary, SummaryKind, Thread,
+from engine.models import (Conversation, ConversationEnd, DaySegment, IngestResult, Message, Summary, SummaryKind, Thread,
                            day_segment_id)
 from engine.store.core import Store
 from engine.summaries.summarizers import Summarizer, SummarizerError, clamp_title
@@ -332,14 +332,14 @@ class SummaryService:
         return self.run([job], queue=False, reasons={job: "regenerate"})[0]
 
     # Conversations -----------------------------------------------------------------------------
-    def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> Summary | None:
-        """Explicitly end the thread's open conversation and summarise it (None if none was open)."""
+    def end_conversation(self, user_id: str, thread_id: str | None = None, reason: str = "explicit") -> ConversationEnd:
+        """Explicitly end the thread's open conversation and summarise it."""
         thread = self._thread(user_id, thread_id)
         ended = self.ingestor.end_conversation(thread.thread_id, reason)
         if ended is None or self.summarizer is None:
-            return None
+            return ConversationEnd(ended)
         written = self.run([SummaryJob(user_id, "conversation", ended, thread.thread_id)])
-        return written[0] if written else None
+        return ConversationEnd(ended, written[0] if written else None)
 
     # Helpers -----------------------------------------------------------------------------------
     def _require(self) -> Summarizer:

@@ -215,7 +215,7 @@ class RemoteEngine:
         return self._call("/conversations/get", {"user_id": user_id, "conversation_id": conversation_id})
 
     def end_conversation(self, user_id: str, reason: str = "explicit", *, thread_id: str | None = None) -> Any:
-        return self._call("/conversation/end", _given(user_id=user_id, reason=reason, thread_id=thread_id))["summary"]
+        return self._call("/conversation/end", _given(user_id=user_id, reason=reason, thread_id=thread_id))
 
     def request_context_slice(self, user_id: str, start_seq: int, end_seq: int) -> None:
         self._call("/context/slice", {"user_id": user_id, "start_seq": start_seq, "end_seq": end_seq})

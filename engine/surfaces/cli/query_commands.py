@@ -155,7 +155,7 @@ def conversations(args: argparse.Namespace) -> Any:
 
 def end(args: argparse.Namespace) -> Any:
     with open_engine(args, vectors=False) as engine:
-        return {"summary": engine.end_conversation(args.user, **given(reason=args.reason))}
+        return engine.end_conversation(args.user, **given(reason=args.reason))
 
 
 def assemble(args: argparse.Namespace) -> Any:

@@ -84,8 +84,7 @@ def ingest(body: IngestRequest, engine: Engine) -> IngestOut:
 @router.post("/conversation/end")
 def end_conversation(body: EndConversationRequest, engine: Engine) -> EndOut:
     """End the open conversation now (instead of waiting for the idle timeout) and summarise it."""
-    summary = engine.end_conversation(body.user_id, **given(reason=body.reason, thread_id=body.thread_id))
-    return EndOut(summary=out(SummaryOut | None, summary))
+    return out(EndOut, engine.end_conversation(body.user_id, **given(reason=body.reason, thread_id=body.thread_id)))
 
 
 @router.post("/conversation/search")

@@ -232,8 +232,10 @@ class SummaryOut(BaseModel):
 
 
 class EndOut(BaseModel):
-    summary: SummaryOut | None = Field(description="The ended conversation's summary; null when no "
-                                       "conversation was open (or summaries are off).")
+    ended: bool = Field(description="Whether a conversation was open and is now ended.")
+    conversation_id: str | None = Field(description="The conversation ended; null when none was open.")
+    summary: SummaryOut | None = Field(description="Its summary; null when none was open, when summaries are off, "
+                                       "or when the summarizer failed (it is retried in the background).")
 
 
 class ConversationOut(BaseModel):

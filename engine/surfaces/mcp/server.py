@@ -154,8 +154,7 @@ class BoundTools:
     ) -> EndOut:
         """Mark the current conversation finished now and summarise it (title and two or three sentences). Use
         when the user wraps up or moves to an unrelated topic; otherwise conversations end after an idle gap."""
-        summary = self.engine.end_conversation(self.user_id, **given(reason=reason))
-        return EndOut(summary=out(SummaryOut | None, summary))
+        return out(EndOut, self.engine.end_conversation(self.user_id, **given(reason=reason)))
 
     def get_conversation(
         self, conversation_id: Annotated[str | None, Field(description="Return this conversation and its messages "
