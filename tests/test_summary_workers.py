@@ -138,6 +138,7 @@ def test_summaries_made_while_indexing_are_written_even_when_indexing_fails(tmp_
     with ConversationEngine(tmp_path / "w", settings=Settings(summary_workers=1), embedder=None,
                             clock=lambda: LATER) as engine:
         engine.add_user("u", "UTC")
+        engine.search("u", "anything")  # the index in memory: an ingest indexes its batch beside the summaries
 
         def full_disk(user_id: str) -> None:
             raise OSError(28, "No space left on device")

@@ -106,6 +106,7 @@ def settle_import(engine: ConversationEngine, report: ImportReport, phase: Phase
                 done = summarize_users(engine, [user], since=None)
             with phase("lexical"):
                 engine.pipeline.refresh(user)
+                log.info("import user=%s lexical index refreshed", user)
         made = replace(made, day_summaries=made.day_summaries + done.day_summaries,
                        conversation_summaries=made.conversation_summaries + done.conversation_summaries)
     return replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
