@@ -172,8 +172,8 @@ class ConversationEngine:
                                      progress=progress, update=update)
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
+        self._to_check.add(report.users)  # stored: the background step looks at them even if what follows fails
         report = settle_import(self, report, phase)  # each user under that user's lock alone
-        self._to_check.add(report.users)
         seconds = phase.elapsed()
         return replace(report, seconds=round(seconds, 3), messages_per_s=per_second(report.inserted, seconds),
                        phases_s=phase.seconds())
