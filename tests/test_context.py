@@ -217,3 +217,25 @@ def test_fallback_counter_is_reported(store: Store, ingestor: Ingestor) -> None:
     ingestor.add_messages("alice", [NewMessage("user", "hello", NOW - timedelta(minutes=1))])
     payload = _assembler(store, rough).default_payload("alice")
     assert payload.exact_tokens is False and payload.estimated_tokens == rough.count(payload.text)
+
+
+@pytest.mark.parametrize("now_local, expected", [
+    ("00:05", ["Shall we pick the blue tent?", "Yes, the blue one.", "Booked it just now."]),  # crossing midnight
+    ("00:02", ["Shall we pick the blue tent?", "Yes, the blue one."]),  # under way, nothing said today yet
+    ("00:40", []),  # idle past the timeout: that conversation is over, today is empty
+])
+def test_the_conversation_under_way_at_midnight_keeps_its_turns(store: Store, counter: WordPieceCounter,
+                                                                  now_local: str, expected: list[str]) -> None:
+    """A day is today's messages; talk that crosses midnight keeps what was said before it."""
+    paris = timezone(timedelta(hours=2))  # Europe/Paris in May
+    evening = datetime(2024, 5, 2, 23, 50, tzinfo=paris)
+    now = datetime.fromisoformat(f"2024-05-03T{now_local}:00+02:00")
+    ingestor = Ingestor(store, idle_timeout=timedelta(minutes=30), clock=lambda: now)
+    ingestor.add_messages("alice", [NewMessage("user", "Earlier that day: a note about maps.", evening - timedelta(hours=5))])
+    ingestor.add_messages("alice", [NewMessage("user", "Shall we pick the blue tent?", evening),
+                                    NewMessage("assistant", "Yes, the blue one.", evening + timedelta(minutes=5))])
+    if now_local == "00:05":
+        ingestor.add_messages("alice", [NewMessage("user", "Booked it just now.", now - timedelta(minutes=1))])
+    settings = Settings(conversation_max_context_tokens=4000, conversation_reserved_tokens=0, idle_timeout_minutes=30)
+    payload = ContextAssembler(store, counter, settings, clock=lambda: now).default_payload("alice")
+    assert [m.content for m in payload.messages] == expected and payload.day_label.isoformat() == "2024-05-03"

@@ -1,13 +1,14 @@
 """Context assembly: what a model sees of the continuous thread, within a token budget.
 
-The default payload is today's raw messages (today in the user's zone) plus today's and yesterday's
-day summaries, within conversation_max_context_tokens minus conversation_reserved_tokens. One policy
-fits the window, `apply_context_window`: over budget, long tool outputs are cut to head and tail
-first, then the first message (the one that set the scene) and the most recent ones that fit stay,
-with one "[Earlier messages truncated]" marker where the middle was dropped; at most
-conversation_max_history_messages are kept. A slice requested with
-`request_slice` replaces today's window for the user's next assembly only; pending slices live in
-this process's memory (another server process, or a restart, does not see them).
+The default payload is today's raw messages (today in the user's zone; from the first message of
+the conversation under way when it began before today) plus today's and yesterday's day summaries,
+within conversation_max_context_tokens minus conversation_reserved_tokens. One policy fits the
+window, `apply_context_window`: over budget, long tool outputs are cut to head and tail first, then
+the first message (the one that set the scene) and the most recent ones that fit stay, with one
+"[Earlier messages truncated]" marker where the middle was dropped; at most
+conversation_max_history_messages are kept. A slice requested with `request_slice` replaces today's
+window for the user's next assembly only; pending slices live in this process's memory (another
+server process, or a restart, does not see them).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, UnknownDaySegmentError
-from engine.models import Message, day_segment_id
+from engine.models import Conversation, Message, day_segment_id
 from engine.query.navigation_results import VIEW_CAP_CHARS, capped_message
 from engine.store.core import Store
 from engine.summaries.policy import day_summary_id
@@ -248,7 +249,7 @@ class ContextAssembler:
         if pending is not None:
             loaded = self.store.messages_in_range(thread_id, pending[0], pending[1], include_notes=False)
         else:
-            loaded = self._day_messages(user_id, thread_id, today)
+            loaded = self._current_messages(user_id, thread_id, today, tz)
         shown = [self._capped(m) for m in loaded]
         summaries = self._summaries(user_id, thread_id, today, budget)
         header = _header(summaries)
@@ -268,13 +269,29 @@ class ContextAssembler:
         _log_payload(payload, total_messages_in_db=self.store.message_count(thread_id))
         return payload
 
-    def _day_messages(self, user_id: str, thread_id: str, day: date) -> list[Message]:
+    def _current_messages(self, user_id: str, thread_id: str, today: date, tz: ZoneInfo) -> list[Message]:
+        """Today's messages, and before them the rest of the conversation under way when it began
+        before today: talk that crosses midnight keeps its turns (at 00:05, what was said at 23:55,
+        which yesterday's summary holds only in brief)."""
+        start: int | None = None
+        end: int | None = None  # None: nothing said today yet
         try:
-            segment = self.store.timeline.get_day_segment(day_segment_id(thread_id, day), user_id=user_id)
+            segment = self.store.timeline.get_day_segment(day_segment_id(thread_id, today), user_id=user_id)
+            start, end = segment.starts_at_seq, segment.ends_at_seq + 1
         except UnknownDaySegmentError:
-            return []  # nothing said today yet
-        return self.store.messages_in_range(thread_id, segment.starts_at_seq, segment.ends_at_seq + 1,
-                                            include_notes=False)
+            pass
+        latest = self.store.timeline.last_conversation(thread_id)
+        if latest is not None and self._under_way(latest[0]) and local_day(latest[0].started_at, tz) < today:
+            start = latest[0].first_seq
+            end = end if end is not None else latest[0].last_seq + 1
+        if start is None:
+            return []
+        return self.store.messages_in_range(thread_id, start, end, include_notes=False)
+
+    def _under_way(self, conversation: Conversation) -> bool:
+        """Not ended, and its last message within the idle timeout of now (the next would continue it)."""
+        idle = timedelta(minutes=self.settings.idle_timeout_minutes)
+        return conversation.ended_at is None and self.clock() - conversation.last_message_at < idle
 
     def _summaries(self, user_id: str, thread_id: str, today: date, budget: int) -> list[tuple[str, str | None]]:
         """[(heading, markdown)] for yesterday then today, each section (heading included) in a quarter of
