@@ -129,6 +129,9 @@ def message_time_problem(moment: datetime, now: datetime, future_tolerance: time
     """
     if moment < TIME_FLOOR:
         return f"{moment.isoformat()} is before {TIME_FLOOR.date().isoformat()}: check the year and the unit"
+    if moment == TIME_FLOOR:  # no message is sent at the epoch's first second; exports write 0 for "unknown"
+        return (f"{moment.isoformat()} is time 0, which exports write for a missing time: send the real time "
+                "(or leave it out for now where that is allowed)")
     if moment - now > future_tolerance:
         hours = future_tolerance.total_seconds() / 3600
         return (f"{moment.isoformat()} is more than {hours:g} h after now ({now.isoformat(timespec='seconds')}): "

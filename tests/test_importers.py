@@ -286,6 +286,18 @@ def test_legacy_jsonl_with_a_bad_entry(store, tmp_path):
     assert messages[1].tools_used == ("t",)
 
 
+def test_a_legacy_entry_at_time_0_is_skipped_once_not_dated_1970(store, tmp_path):
+    """Exports write 0 for a missing time; an entry's two messages are one record to skip."""
+    rows = [{"timestamp": 0, "userMessage": "hi", "assistantResponse": "hello"},
+            {"timestamp": 1700000000, "userMessage": "a real one", "assistantResponse": "yes"}]
+    path = write_jsonl(tmp_path / "legacy.jsonl", rows)
+    with pytest.raises(ImportFileError, match="line 1.*time 0"):
+        run(store, path, "legacy", user_id="g")
+    report = run(store, path, "legacy", user_id="g", skip_bad=True)
+    assert [s.location for s in report.skipped] == ["line 1"] and "missing time" in report.skipped[0].reason
+    assert [m.content for m in thread_messages(store, "g:continuous")] == ["a real one", "yes"]
+
+
 # LoCoMo -----------------------------------------------------------------------------------------
 def tiny_locomo(tmp_path: Path, **conversation_extra) -> Path:
     conversation = {

@@ -80,7 +80,8 @@ def test_midnight_in_new_york_for_navigation_and_filters(engine: ConversationEng
 def test_times_out_of_range_are_refused_naming_the_field(engine: ConversationEngine) -> None:
     engine.add_user("ny", "America/New_York")
     for bad, words in (("9999-12-31T23:59:59Z", "after now"), ("0001-01-01T00:00:00Z", "before 1970"),
-                       ("0001-01-01T00:00:00", "before 1970"), ((NOW + timedelta(days=2)).isoformat(), "24 h")):
+                       ("0001-01-01T00:00:00", "before 1970"), ((NOW + timedelta(days=2)).isoformat(), "24 h"),
+                       ("1970-01-01T00:00:00Z", "time 0"), ("1969-12-31T19:00:00", "time 0")):  # 0 in New York
         with pytest.raises(InvalidTimestampError) as caught:
             _one(engine, "ny", bad)
         assert caught.value.message.startswith("message 0: created_at") and words in caught.value.message

@@ -77,7 +77,9 @@ class Issues:
     def bad(self, location: str, reason: str) -> None:
         if not self.skip_bad:
             raise ImportFileError(f"{reason}; nothing was imported: {SKIP_HINT}", location=location)
-        self.skipped.append(SkippedRecord(location, reason))
+        record = SkippedRecord(location, reason)
+        if not self.skipped or self.skipped[-1] != record:  # a record's two messages (a legacy entry's) fail as one
+            self.skipped.append(record)
 
 
 @dataclass(frozen=True, slots=True)
