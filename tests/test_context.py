@@ -239,3 +239,18 @@ def test_the_conversation_under_way_at_midnight_keeps_its_turns(store: Store, co
     settings = Settings(conversation_max_context_tokens=4000, conversation_reserved_tokens=0, idle_timeout_minutes=30)
     payload = ContextAssembler(store, counter, settings, clock=lambda: now).default_payload("alice")
     assert [m.content for m in payload.messages] == expected and payload.day_label.isoformat() == "2024-05-03"
+
+
+def test_a_conversation_running_for_days_is_read_from_yesterday_on(store: Store, counter: WordPieceCounter) -> None:
+    """The window keeps the latest turns anyway; reading days of one conversation would not change it."""
+    paris = timezone(timedelta(hours=2))
+    start = datetime(2024, 5, 1, 10, 0, tzinfo=paris)
+    now = datetime(2024, 5, 3, 0, 15, tzinfo=paris)
+    ingestor = Ingestor(store, idle_timeout=timedelta(minutes=30), clock=lambda: now)
+    times = [start + timedelta(minutes=20 * i) for i in range(115)]  # to 00:00 today, every 20 minutes
+    ingestor.add_messages("alice", [NewMessage("user", f"Step {i} on {at:%m-%d %H:%M}.", at) for i, at in enumerate(times)])
+    settings = Settings(conversation_max_context_tokens=20000, conversation_reserved_tokens=0, idle_timeout_minutes=30,
+                        conversation_max_history_messages=500)
+    payload = ContextAssembler(store, counter, settings, clock=lambda: now).default_payload("alice")
+    shown = [m.content for m in payload.messages]
+    assert shown[0].endswith("on 05-02 00:00.") and shown[-1].endswith("on 05-03 00:00.") and len(shown) == 73

@@ -272,21 +272,26 @@ class ContextAssembler:
     def _current_messages(self, user_id: str, thread_id: str, today: date, tz: ZoneInfo) -> list[Message]:
         """Today's messages, and before them the rest of the conversation under way when it began
         before today: talk that crosses midnight keeps its turns (at 00:05, what was said at 23:55,
-        which yesterday's summary holds only in brief)."""
-        start: int | None = None
-        end: int | None = None  # None: nothing said today yet
-        try:
-            segment = self.store.timeline.get_day_segment(day_segment_id(thread_id, today), user_id=user_id)
-            start, end = segment.starts_at_seq, segment.ends_at_seq + 1
-        except UnknownDaySegmentError:
-            pass
+        which yesterday's summary holds only in brief). A conversation that has run for days is
+        read from yesterday's first message on: the window keeps the latest turns anyway."""
+        today_span = self._day_span(user_id, thread_id, today)  # None: nothing said today yet
+        start, end = today_span if today_span is not None else (None, None)
         latest = self.store.timeline.last_conversation(thread_id)
         if latest is not None and self._under_way(latest[0]) and local_day(latest[0].started_at, tz) < today:
-            start = latest[0].first_seq
+            yesterday = self._day_span(user_id, thread_id, today - timedelta(days=1))
+            start = max(latest[0].first_seq, yesterday[0] if yesterday is not None else 0)
             end = end if end is not None else latest[0].last_seq + 1
         if start is None:
             return []
         return self.store.messages_in_range(thread_id, start, end, include_notes=False)
+
+    def _day_span(self, user_id: str, thread_id: str, day: date) -> tuple[int, int] | None:
+        """The day's seqs (start, end exclusive), None when nothing was said that day."""
+        try:
+            segment = self.store.timeline.get_day_segment(day_segment_id(thread_id, day), user_id=user_id)
+        except UnknownDaySegmentError:
+            return None
+        return segment.starts_at_seq, segment.ends_at_seq + 1
 
     def _under_way(self, conversation: Conversation) -> bool:
         """Not ended, and its last message within the idle timeout of now (the next would continue it)."""
