@@ -25,6 +25,7 @@ from engine.errors import InvalidInputError, UnknownDaySegmentError
 from engine.models import Conversation, Message, day_segment_id
 from engine.query.navigation_results import VIEW_CAP_CHARS, capped_message
 from engine.store.core import Store
+from engine.store.placing import idle_past
 from engine.summaries.policy import day_summary_id
 from engine.timeutil import local_day, utcnow, zone
 from engine.validation import seq_range, whole_number
@@ -296,7 +297,7 @@ class ContextAssembler:
     def _under_way(self, conversation: Conversation) -> bool:
         """Not ended, and its last message within the idle timeout of now (the next would continue it)."""
         idle = timedelta(minutes=self.settings.idle_timeout_minutes)
-        return conversation.ended_at is None and self.clock() - conversation.last_message_at < idle
+        return conversation.ended_at is None and not idle_past(conversation.last_message_at, self.clock(), idle)
 
     def _summaries(self, user_id: str, thread_id: str, today: date, budget: int) -> list[tuple[str, str | None]]:
         """[(heading, markdown)] for yesterday then today, each section (heading included) in a quarter of

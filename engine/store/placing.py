@@ -15,7 +15,7 @@ from engine.models import Conversation, Message, NewMessage
 from engine.store.timeline import conversation_id_for
 from engine.timeutil import local_day, to_utc
 
-__all__ = ["Placement", "place", "check_order", "day_spans", "stored_message"]
+__all__ = ["Placement", "place", "check_order", "day_spans", "idle_past", "stored_message"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,12 @@ class Placement:
         return rows
 
 
+def idle_past(last_at: datetime, at: datetime, idle_timeout: timedelta) -> bool:
+    """Whether a conversation whose last message came at `last_at` is over by `at`: the one rule for
+    placing a message, the scheduled close and the context's conversation under way."""
+    return at - last_at > idle_timeout
+
+
 def place(thread_id: str, user_id: str, messages: Sequence[NewMessage], last_seq: int, tz: ZoneInfo,
           latest: tuple[Conversation, int] | None, idle_timeout: timedelta, one_conversation: bool = False) -> Placement:
     """Give each message its seq, day and conversation. A gap over `idle_timeout` opens a new
@@ -66,7 +72,7 @@ def place(thread_id: str, user_id: str, messages: Sequence[NewMessage], last_seq
             placed.append(stored_message(m, thread_id, user_id, seq, tz, conversation_id))
             continue
         at = time_of(m)
-        idle = last_at is not None and at - last_at > idle_timeout
+        idle = last_at is not None and idle_past(last_at, at, idle_timeout)
         if conversation_id is None or ended or (idle and not one_conversation) or forced:
             if conversation_id is not None and not ended:
                 ended_ids.append(conversation_id)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from engine.models import DaySegment, Summary
 from engine.store.across_threads import SummaryEnd
+from engine.store.placing import idle_past
 from engine.summaries.batch import BLOCK, ThreadTurns, in_time_order
 from engine.summaries.ids import day_summary_id
 from engine.summaries.retries import SummaryJob
@@ -47,7 +48,7 @@ class Backfill:
         idle = {}
         for conversation, _ in self.store.timeline.last_conversations(thread_ids).values():
             last_at = to_utc(conversation.last_message_at)
-            if conversation.ended_at is None and to_utc(now) - last_at > self.service.ingestor.idle_timeout:
+            if conversation.ended_at is None and idle_past(last_at, to_utc(now), self.service.ingestor.idle_timeout):
                 idle[conversation.conversation_id] = last_at
         if idle:
             self.store.across.end_conversations(idle, "idle")
