@@ -94,7 +94,7 @@ def settle_import(engine: ConversationEngine, report: ImportReport, phase: Phase
     wait for the store's transaction only: the summaries quoting replaced text dropped, the summary
     policy once per day, an index in memory caught up."""
     replaced = by_thread(report.rewritten)
-    made = SummarizeReport(())
+    made = 0
     for user in dict.fromkeys([*report.users, *(owner for owner, _ in replaced)]):
         with guarded_write(engine.locks.user(user)):
             with phase("rewrite"):
@@ -104,12 +104,11 @@ def settle_import(engine: ConversationEngine, report: ImportReport, phase: Phase
                         log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
             with phase("summaries"):  # the same policy as live ingest, once per day
                 done = summarize_users(engine, [user], since=None)
+                made += done.day_summaries + done.conversation_summaries
             with phase("lexical"):
                 engine.pipeline.refresh(user)
                 log.info("import user=%s lexical index refreshed", user)
-        made = replace(made, day_summaries=made.day_summaries + done.day_summaries,
-                       conversation_summaries=made.conversation_summaries + done.conversation_summaries)
-    return replace(report, summaries=report.summaries + made.day_summaries + made.conversation_summaries)
+    return replace(report, summaries=report.summaries + made)
 
 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
