@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
+from engine.errors import StorageFullError
 from engine.summaries.retries import SummaryJob
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -154,3 +155,27 @@ def test_two_deletions_of_the_same_messages_report_them_once(tmp_path: Path, mon
             call.join(30)
         assert sorted((r["messages_deleted"], r["message_ids"], r["not_found"]) for r in reports) == [
             (0, [], ["m1", "m2"]), (2, ["m1", "m2"], [])]
+
+
+def test_an_import_settles_every_user_when_one_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure settling one of an import's users (its summaries, say, on a full disk) stopped the
+    users after it, whose summaries then waited for the scheduled close. Each is settled; the failure
+    is raised after them, and every message stays stored."""
+    source = tmp_path / "two.jsonl"
+    source.write_text("".join(json.dumps({"user_id": user, "role": "user" if i % 2 else "assistant",
+                                          "content": f"{user} imported line {i}",
+                                          "created_at": (NOW - timedelta(days=3, minutes=-i)).isoformat()}) + "\n"
+                              for user in ("first", "second") for i in range(6)), encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        close_days = engine.summaries.backfill.close_days
+
+        def full_for_first(user: str, *args: object, **kwargs: object) -> object:
+            if user == "first":
+                raise StorageFullError("no space left on the device")
+            return close_days(user, *args, **kwargs)
+
+        monkeypatch.setattr(engine.summaries.backfill, "close_days", full_for_first)
+        with pytest.raises(StorageFullError):
+            engine.import_file(source, fmt="jsonl")
+        assert [len(engine.substring_search(user, "imported line")) for user in ("first", "second")] == [6, 6]
+        assert [[day.has_summary for day in engine.list_days(user)] for user in ("first", "second")] == [[False], [True]]

@@ -92,23 +92,38 @@ def settle_import(engine: ConversationEngine, report: ImportReport, phase: Phase
     """What follows an import's store, a user at a time under that user's writer lock alone (the
     store took every user's: the file names its users as it is read), so another user's writes
     wait for the store's transaction only: the summaries quoting replaced text dropped, the summary
-    policy once per day, an index in memory caught up."""
+    policy once per day, an index in memory caught up. A user that fails (a full disk, say) does not
+    stop the others: each is settled, then the first failure is raised (the messages are stored, and
+    the background step catches the failed user's index up)."""
     replaced = by_thread(report.rewritten)
     made = 0
+    failed: Exception | None = None
     for user in dict.fromkeys([*report.users, *(owner for owner, _ in replaced)]):
-        with guarded_write(engine.locks.user(user)):
-            with phase("rewrite"):
-                for (owner, thread), seqs in replaced.items():
-                    if owner == user:
-                        engine.deleter.text_replaced(user, thread, seqs)  # its summaries go too
-                        log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
-            with phase("summaries"):  # the same policy as live ingest, once per day
-                done = summarize_users(engine, [user], since=None)
-                made += done.day_summaries + done.conversation_summaries
-            with phase("lexical"):
-                engine.pipeline.refresh(user)
-                log.info("import user=%s lexical index refreshed", user)
+        try:
+            made += _settle_user(engine, user, replaced, phase)
+        except Exception as exc:  # noqa: BLE001 - raised below, after the other users
+            log.warning("import user=%s not settled (%s: %s): its summaries wait for the scheduled close",
+                        user, type(exc).__name__, exc)
+            failed = failed or exc
+    if failed is not None:
+        raise failed
     return replace(report, summaries=report.summaries + made)
+
+
+def _settle_user(engine: ConversationEngine, user: str, replaced: dict[tuple[str, str], set[int]], phase: Phases) -> int:
+    """`settle_import` for one user, under its lock; the summaries written."""
+    with guarded_write(engine.locks.user(user)):
+        with phase("rewrite"):
+            for (owner, thread), seqs in replaced.items():
+                if owner == user:
+                    engine.deleter.text_replaced(user, thread, seqs)  # its summaries go too
+                    log.info("import user=%s thread=%s re-indexed %d replaced messages", user, thread, len(seqs))
+        with phase("summaries"):  # the same policy as live ingest, once per day
+            done = summarize_users(engine, [user], since=None)
+        with phase("lexical"):
+            engine.pipeline.refresh(user)
+            log.info("import user=%s lexical index refreshed", user)
+    return done.day_summaries + done.conversation_summaries
 
 
 def catch_up(engine: ConversationEngine, user_id: str) -> bool:
