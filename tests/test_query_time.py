@@ -17,7 +17,7 @@ from tests.support import HashEmbedder
 @pytest.mark.parametrize("query,spans", [
     ("What did Gina find on 1 February, 2023?", [DaySpan(date(2023, 2, 1), date(2023, 2, 1))]),
     ("What painting did Melanie show on October 13, 2023?", [DaySpan(date(2023, 10, 13), date(2023, 10, 13))]),
-    ("What did John do the week before August 3rd 2023?", [DaySpan(date(2023, 8, 3), date(2023, 8, 3))]),
+    ("What did John do the week before August 3rd 2023?", [DaySpan(date(2023, 7, 27), date(2023, 8, 3))]),
     ("deploy on 2024-03-05", [DaySpan(date(2024, 3, 5), date(2024, 3, 5))]),
     ("What workout class did Maria start in December 2023?", [DaySpan(date(2023, 12, 1), date(2023, 12, 31))]),
     ("When did Melanie go camping in June?", [DaySpan(month=6)]),
@@ -27,6 +27,32 @@ from tests.support import HashEmbedder
 ])
 def test_the_dates_a_query_names_become_day_spans(query, spans):
     assert list(query_time(query).spans) == spans
+
+
+@pytest.mark.parametrize("query,spans", [
+    ("what changed since May 2023?", [DaySpan(date(2023, 5, 1), None)]),
+    ("deploys after 5 March 2024", [DaySpan(date(2024, 3, 6), None)]),
+    ("what we had before June 2023", [DaySpan(None, date(2023, 5, 31))]),
+    ("prior to the 2nd of June, 2023", [DaySpan(None, date(2023, 6, 1))]),
+    ("done by 2023-06-03", [DaySpan(None, date(2023, 6, 3))]),
+    ("until 2024", [DaySpan(None, date(2024, 12, 31))]),
+    ("since 2023", [DaySpan(date(2023, 1, 1), None)]),
+    ("two weeks after 1 May 2023", [DaySpan(date(2023, 5, 1), date(2023, 5, 15))]),
+    ("a couple of days before the 3 June, 2023", [DaySpan(date(2023, 6, 1), date(2023, 6, 3))]),
+    ("since May", [DaySpan(month=5)]),  # no year: that month of any year, unbounded
+    ("the photo from May 2023", [DaySpan(date(2023, 5, 1), date(2023, 5, 31))]),  # "from" does not bound
+    ("the museum after lunch on 5 May 2023", [DaySpan(date(2023, 5, 5), date(2023, 5, 5))]),  # not right before
+])
+def test_a_word_before_a_date_bounds_its_span(query, spans):
+    assert list(query_time(query).spans) == spans
+
+
+def test_an_open_span_holds_every_day_on_its_side():
+    since, before = query_time("since May 2023"), query_time("before June 2023")
+    assert since.holds(date(2023, 5, 1)) and since.holds(date(2031, 1, 1)) and not since.holds(date(2023, 4, 30))
+    # the days told about before June, and the week after that tells about them
+    assert before.holds(date(1999, 1, 1)) and before.holds(date(2023, 6, LATE_MENTION_DAYS))
+    assert not before.holds(date(2023, 6, LATE_MENTION_DAYS + 1))
 
 
 @pytest.mark.parametrize("query", ["May I ask what we decided?", "the march of progress", "what did we decide last week?",
@@ -64,6 +90,10 @@ def test_a_named_month_brings_its_turn_first(tmp_path):
              "message_id": "june", "created_at": "2023-06-20T09:00"}])
         ids = [h.message_id for h in engine.search("dora", "camping trip in June 2023", kinds=("message",)).results]
         assert ids[0] == "june"
+        later = [h.message_id for h in engine.search("dora", "camping trip since June 2023", kinds=("message",)).results]
+        assert later[0] == "june"  # an open span: every day from June on
+        earlier = [h.message_id for h in engine.search("dora", "camping trip before June 2023", kinds=("message",)).results]
+        assert earlier[0] == "may"
         off = engine.searcher.settings.model_copy(update={"outside_time_weight": 1.0})
         engine.searcher.settings = off
         ids_off = [h.message_id for h in engine.search("dora", "camping trip in June 2023", kinds=("message",)).results]

@@ -5,6 +5,9 @@ expression ("last week") has no anchor a query can be trusted with (a conversati
 the speaker's, not the searcher's) and is left to the `recency_days` / `start` / `end` filters.
 A message is mentioned at or after the event it tells about, so a span reaches `LATE_MENTION_DAYS`
 past what the query names ("camping in June" is often told in the first days of July).
+A word before a dated form bounds the span on one side: "since"/"after" a date opens it to every
+later day, "before"/"until"/"by" to every earlier one, and "the week before"/"two days after" a
+date reaches that far from it (the date itself stays in: it is when the event is told).
 """
 
 from __future__ import annotations
@@ -31,15 +34,24 @@ _FORMS = (
     re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I),  # June 2023
     # a month alone only after a word that makes it one ("may" is a verb, "march" can be)
     re.compile(rf"\b(?P<lead>in|during|since|until|by|of|early|mid|late|last|this|next)[\s-]+{_MONTH}(?!\w)", re.I),
-    re.compile(rf"\b(?:in|during|since|until|by|of)\s+{_YEAR}\b", re.I),  # in 2023
+    re.compile(rf"\b(?P<lead>in|during|since|until|by|of|before|after)\s+{_YEAR}\b", re.I),  # in 2023
 )
+# The words before a dated form that bound its span (a month without a year is not bounded: it
+# names that month of any year). "from" is not one: "the photo from May 2023" was taken in May.
+_BOUND = re.compile(
+    r"(?:\b(?P<count>the|a|an|one|two|three|four|few|couple\s+of)\s+(?P<unit>days?|weeks?|weekends?|months?)\s+)?"
+    r"\b(?P<bound>since|after|before|until|till|by|prior\s+to)\s+(?:the\s+)?$", re.I)
+_COUNTS = {"the": 1, "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "few": 3, "couple of": 2}
+_UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "month": 31}
+_LOOK_BACK = 40  # characters before a dated form that may hold its bound ("a couple of weeks before the ")
 # "may" and "march" after "this" are a verb or a noun unless written as a month: "this may be why"
 _VERB_MONTHS, _VERB_LEADS = frozenset({"may", "march"}), frozenset({"this"})
 
 
 @dataclass(frozen=True, slots=True)
 class DaySpan:
-    """Days from `first` to `last`, both included; `month` alone (no year): that month of any year."""
+    """Days from `first` to `last`, both included (None: no bound on that side); `month` alone (no
+    year): that month of any year."""
 
     first: date | None = None
     last: date | None = None
@@ -49,8 +61,8 @@ class DaySpan:
         if self.month is not None:
             # the month itself, or its first LATE_MENTION_DAYS days after it
             return day.month == self.month or (day - timedelta(days=LATE_MENTION_DAYS)).month == self.month
-        assert self.first is not None and self.last is not None
-        return self.first <= day <= self.last + timedelta(days=LATE_MENTION_DAYS)
+        return ((self.first is None or self.first <= day)
+                and (self.last is None or day <= self.last + timedelta(days=LATE_MENTION_DAYS)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +86,8 @@ def query_time(text: str) -> QueryTime:
             parts = match.groupdict()
             span = None if _a_verb(parts) else _span(parts)
             if span is not None:
-                spans.append(span)
+                before = match.string[max(match.start() - _LOOK_BACK, 0):match.start()]
+                spans.append(_bounded(span, f"{before}{parts.get('lead') or ''} "))  # "since 2023": its own lead
             return " " * len(match.group(0))
         text = form.sub(read, text)
     return QueryTime(tuple(spans))
@@ -104,3 +117,21 @@ def _span(parts: dict[str, str | None]) -> DaySpan | None:
     if year is not None:
         return DaySpan(date(year, 1, 1), date(year, 12, 31))
     return None
+
+
+def _bounded(span: DaySpan, before: str) -> DaySpan:
+    """`span` as the words just `before` it bound it (see the module's docstring)."""
+    found = _BOUND.search(before)
+    if found is None or span.first is None or span.last is None:
+        return span
+    bound = " ".join(found["bound"].casefold().split())
+    later = bound in ("since", "after")
+    if found["unit"] is not None:  # "the week before": that far from the date, the date kept
+        count = _COUNTS[" ".join(found["count"].casefold().split())]
+        reach = timedelta(days=count * _UNIT_DAYS[found["unit"].casefold().removesuffix("s")])
+        return DaySpan(span.first, span.last + reach) if later else DaySpan(span.first - reach, span.last)
+    if bound == "after":
+        return DaySpan(span.last + timedelta(days=1), None)
+    if bound in ("before", "prior to"):
+        return DaySpan(None, span.first - timedelta(days=1))
+    return DaySpan(span.first, None) if later else DaySpan(None, span.last)
