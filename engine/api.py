@@ -116,9 +116,9 @@ class ConversationEngine:
         with self._writing(user_id):
             self.store.get_user(user_id)  # a bad or unknown user fails here, before the index is opened
             first_label = self.pipeline.next_label(user_id) if index else 0  # before the store: loads the shard
-            with phase("store"), self.summaries.storing(len(batch)):
+            with phase("store"), self.summaries.storing(len(batch)) as fresh:
                 result = self.ingestor.add_messages(user_id, batch, thread_id=thread_id)
-            written = summarise_and_index(self, user_id, result, phase)
+            written = summarise_and_index(self, user_id, result, phase, fresh)
             if self.pipeline.loaded(user_id) is None:  # a server's background step indexes it
                 self._to_check.add([user_id])
             if index:  # this batch's windows and summaries only: a backlog is the background step's

@@ -8,12 +8,13 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.summaries.batch import TurnRange
+from engine.summaries.batch import FreshTurns, TurnRange
 from engine.summaries.policy import DAY_NOTE_PREFIX
 from tests.support import StatementCount, chat_export
 
@@ -206,3 +207,42 @@ def test_a_day_and_its_one_conversation_are_summarised_once(tmp_path: Path) -> N
             assert all(days[t].title == f"Day summary {days[t].day_label}" and conversations[t].title for t in days)
             assert (asked["summarize"], asked["title"]) == ((40, 40) if workers == 0 else (0, 0))
             assert workers == 0 or service.workers._workers  # the workers made them
+
+
+def _varied(n: int) -> list[dict]:
+    """Turns 7 minutes apart over three days, written every way a caller may: naive times (the user's
+    zone) and times at another offset, speakers, tools, metadata, external ids."""
+    paris, plus_five = ZoneInfo("Europe/Paris"), timezone(timedelta(hours=5))
+    out = []
+    for i in range(n):
+        at = datetime(2024, 3, 4, 0, 8, tzinfo=paris) + timedelta(minutes=7 * i + 40 * (i // 50))  # a new conversation every 50
+        out.append({"role": "user" if i % 3 else "assistant", "speaker": "Ana" if i % 3 else None,
+                    "created_at": at.replace(tzinfo=None).isoformat() if i % 2 else at.astimezone(plus_five).isoformat(),
+                    "content": f"Step {i}: we decided on plan{i % 17}. Should we ship topic{i % 5} now? I'll check.",
+                    "tools_used": ["search"] if i % 7 == 0 else [], "metadata": {"n": i} if i % 4 == 0 else {},
+                    "external_id": f"x{i}" if i % 5 == 0 else None})
+    return out
+
+
+def test_a_bulk_ingest_quotes_its_own_turns_as_the_store_gives_them_back(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk `engine.ingest` keeps the turns it stored for its summaries instead of reading them
+    back (`FreshTurns`). Its summaries are those made from the store's rows, read back."""
+    written = {}
+    for kept in (True, False):
+        if not kept:
+            monkeypatch.setattr(FreshTurns, "add", lambda self, stored: None)  # nothing kept: all read back
+        with ConversationEngine(tmp_path / str(kept), embedder=None, clock=lambda: LATER) as engine:
+            engine.add_user("u", "Europe/Paris")
+            engine.ingest("u", [{"role": "user", "content": "Late, the plan for tomorrow first.",  # across midnight
+                                 "created_at": "2024-03-03T23:58:00"},
+                                {"role": "user", "content": "Still here.", "created_at": "2024-03-04T00:01:00"}],
+                          index=False)
+            counting = _Counting(engine)
+            engine.ingest("u", _varied(600), index=False)
+            read = sum(counting.turn_reads)
+            assert read < 10 if kept else read >= 600, counting.turn_reads  # the conversation's earlier turns only
+            written[kept] = ([(s.summary_id, s.markdown, s.title, s.from_seq, s.to_seq, s.message_count)
+                              for s in engine.store.timeline.summaries_of_user("u")],
+                             [(c.conversation_id, c.title, c.summary) for c in engine.list_conversations("u", 100)])
+    assert len(written[True][0]) > 10 and written[True] == written[False]

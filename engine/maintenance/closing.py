@@ -14,6 +14,7 @@ import numpy as np
 from engine.facade_edges import by_thread, disk_errors, guarded_write
 from engine.importers import ImportReport
 from engine.models import IngestResult, Summary
+from engine.summaries.batch import FreshTurns
 from engine.summaries.policy import SummarizeReport
 from indexers.vector_slices import Sliced, embed_slice, keep_slice, plan_slice
 
@@ -34,7 +35,8 @@ SUMMARY_SLICE = 64
 WINDOW_SLICE = 96
 
 
-def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases) -> list[Summary]:
+def summarise_and_index(engine: ConversationEngine, user_id: str, result: IngestResult, phase: Phases,
+                        fresh: FreshTurns | None = None) -> list[Summary]:
     """An ingested batch's summaries, retention and lexical update; the summaries written. A large
     batch's summaries are made in worker processes while this one indexes the batch; the day
     summaries' notes (messages too) are indexed after them. With retention on, the old order: what
@@ -44,7 +46,7 @@ def summarise_and_index(engine: ConversationEngine, user_id: str, result: Ingest
              len(result.duplicates))
     written: list[Summary] = []
     with phase("summaries"):
-        pending = engine.summaries.start_after_ingest(user_id, result)
+        pending = engine.summaries.start_after_ingest(user_id, result, fresh)
         overlap = pending.in_workers and engine.settings.max_conversations_retained is None
         if not overlap:
             written = pending.finish()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Callable, Iterator, Mapping, Sequence
@@ -31,7 +32,8 @@ from engine.models import (Conversation, ConversationEnd, DaySegment, IngestResu
 from engine.store.core import Store
 from engine.summaries.summarizers import Summarizer, SummarizerError, clamp_title
 from engine.summaries.backfill import Backfill
-from engine.summaries.batch import BLOCK, Made, PendingSummaries, Planned, ThreadTurns, conversation_brief, in_time_order
+from engine.summaries.batch import (BLOCK, FreshTurns, Made, PendingSummaries, Planned, ThreadTurns, conversation_brief,
+                                   in_time_order)
 from engine.summaries.ids import conversation_summary_id, day_summary_id, range_summary_id
 from engine.summaries.retries import RetryQueue, SummaryJob
 from engine.summaries.workers import (BULK_MESSAGES, Ask, SummaryWorkers, Texts, default_workers, distinct_asks, lane_of,
@@ -72,6 +74,10 @@ class SummarizeReport:
         return cls(tuple(users), kinds.count("day"), kinds.count("conversation"), ended)
 
 
+# The turns `storing` keeps, per request thread (the Ingestor's one callback serves every user).
+_FRESH: ContextVar[FreshTurns | None] = ContextVar("convsearch_fresh_turns", default=None)
+
+
 class SummaryService:
     def __init__(self, store: Store, summarizer: Summarizer | None, settings: Settings, *,
                  clock: Callable[[], datetime] = utcnow, ingestor: Ingestor | None = None,
@@ -95,24 +101,31 @@ class SummaryService:
         self.workers.close()
 
     @contextmanager
-    def storing(self, messages: int | None) -> Iterator[None]:
+    def storing(self, messages: int | None) -> Iterator[FreshTurns | None]:
         """A batch of `messages` (None: a file, size unknown) is being stored: a bulk one starts the
         summary workers now, and they read its turns ahead as they are stored, so they are ready
-        when its summaries are (`SummaryWorkers.read_ahead`)."""
+        when its summaries are (`SummaryWorkers.read_ahead`). A bulk batch of known size also keeps
+        its turns for `start_after_ingest` (an import's days are summarised later, from the store)."""
         if self.summarizer is None or (messages is not None and messages < BULK_MESSAGES):
-            yield
+            yield None
             return
         self.workers.warm(self.summarizer)
         self._bulk_stores += 1
+        fresh = FreshTurns() if messages is not None else None
+        keeping = _FRESH.set(fresh)  # per request thread: two users' batches never mix
         try:
-            yield
+            yield fresh
         finally:
+            _FRESH.reset(keeping)
             self._bulk_stores -= 1
 
     def _stored(self, messages: Sequence[Message]) -> None:
-        """The Ingestor's word on what it stored: a bulk store's turns are read ahead."""
+        """The Ingestor's word on what it stored: a bulk store's turns are read ahead, and kept."""
         if self._bulk_stores and self.summarizer is not None:
             self.workers.read_ahead(self.summarizer, messages)
+            fresh = _FRESH.get()
+            if fresh is not None:
+                fresh.add(messages)
 
     # On request --------------------------------------------------------------------------------
     def summarize_message_range(self, user_id: str, start_seq: int, end_seq: int,
@@ -139,9 +152,10 @@ class SummaryService:
         """Apply the day policy and summarise ended conversations; returns the summaries written."""
         return self.start_after_ingest(user_id, result).finish()
 
-    def start_after_ingest(self, user_id: str, result: IngestResult) -> PendingSummaries:
+    def start_after_ingest(self, user_id: str, result: IngestResult, fresh: FreshTurns | None = None) -> PendingSummaries:
         """`after_ingest` begun: a large batch's texts are made in the workers while the caller
-        does other work (indexing the batch); `finish` writes them."""
+        does other work (indexing the batch); `finish` writes them. `fresh`: the batch's turns, as
+        `storing` kept them."""
         if self.summarizer is None or not result.inserted:
             return PendingSummaries(self._plan, self._finish, None, [], True, {})
         # days only open at the thread's end (time order): the day before each opened one is among these
@@ -154,6 +168,9 @@ class SummaryService:
         if segments:
             checks.append((segments[-1], self.settings.day_summary_every, True))
         turns = ThreadTurns(self.store)
+        batch = fresh.by_thread.get(result.thread_id) if fresh is not None else None
+        if batch:
+            self._seed(turns, user_id, result, [segment for segment, _, _ in checks], batch)
         covered = self._covered(user_id, result.thread_id, [segment for segment, _, _ in checks])
         turns.prefetch([(result.thread_id, segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
         starts = {SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id): segment.starts_at_seq
@@ -165,6 +182,14 @@ class SummaryService:
         firsts = self.store.timeline.conversations_by_id(result.ended_conversations, user_id=user_id)
         starts.update({job: firsts[job.target].first_seq if job.target in firsts else 0 for job in ended})
         return self._start([*self.retries.due(user_id), *in_time_order(starts)], turns=turns)
+
+    def _seed(self, turns: ThreadTurns, user_id: str, result: IngestResult, days: Sequence[DaySegment],
+              batch: Sequence[Message]) -> None:
+        """The batch's turns in hand, with the stored ones its summaries quote too: of the days it
+        checks, and of the conversation open before it when the batch ended it (the first ended)."""
+        first_ended = self.store.timeline.conversations_by_id(result.ended_conversations[:1], user_id=user_id)
+        begins = [day.starts_at_seq for day in days] + [c.first_seq for c in first_ended.values()]
+        turns.seed(result.thread_id, min(begins, default=batch[0].seq), batch)
 
     def retry_failed(self, user_id: str | None = None) -> list[Summary]:
         """Retry every summary (of one user, or all) whose summarizer call failed (the server's background
