@@ -13,9 +13,8 @@ from __future__ import annotations
 import heapq
 import re
 from collections import Counter
-from dataclasses import dataclass
 from itertools import chain
-from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence, TypeVar
 
 from engine.config import Settings
 from engine.errors import InvalidInputError, SummarizerError
@@ -148,11 +147,13 @@ _FILLER = re.compile(
     r"pouvez-vous|est-ce que tu peux|aide-moi à|remind me|to)\b[\s,!.:]*", re.I)
 
 
-@dataclass(frozen=True, slots=True)
-class _Sentence:
+class _Sentence(NamedTuple):
+    """A quotable sentence where a summary found it. A NamedTuple: a summary makes one a sentence,
+    ~0.25 us against ~1.4 for a frozen dataclass."""
+
     said: Said
     speaker: str
-    index: int  # position of its message among the quotable ones
+    turn: int  # position of its message among the quotable ones
     role: str
 
     @property
@@ -193,7 +194,7 @@ def _by_count(item: tuple[str, int]) -> tuple[int, str]:
 def _answered(question: _Sentence, messages: Sequence[Spoken], words_of: Callable[[int], frozenset[str]]) -> bool:
     """A question counts as answered when a later message of the other side shares a content word."""
     words = set(content_words(question.text))
-    for index in range(question.index + 1, len(messages)):
+    for index in range(question.turn + 1, len(messages)):
         if messages[index].role != question.role and (not words or words & words_of(index)):
             return True
     return False
