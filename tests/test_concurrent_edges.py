@@ -179,3 +179,40 @@ def test_an_import_settles_every_user_when_one_fails(tmp_path: Path, monkeypatch
             engine.import_file(source, fmt="jsonl")
         assert [len(engine.substring_search(user, "imported line")) for user in ("first", "second")] == [6, 6]
         assert [[day.has_summary for day in engine.list_days(user)] for user in ("first", "second")] == [[False], [True]]
+
+
+def test_reads_go_on_while_an_import_stores_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import stores its file in one transaction (~36 s at 1M messages), and every read of every
+    user waited behind it (6.6 s for a context read during a 100k import). A read outside that
+    transaction now runs beside it, and sees what was committed: not the import's rows until it ends."""
+    source = tmp_path / "big.jsonl"
+    source.write_text("".join(json.dumps({"role": "user", "content": f"imported line {i}",
+                                          "created_at": (NOW - timedelta(days=3, minutes=-i)).isoformat()}) + "\n"
+                              for i in range(40)), encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("big")
+        engine.add_user("small")
+        engine.ingest("small", [{"role": "user", "content": "a line of small's"}])
+        inside, release = threading.Event(), threading.Event()
+
+        def held(messages: object) -> None:  # told inside the import's transaction, which then waits
+            inside.set()
+            release.wait(30)
+
+        monkeypatch.setattr(engine.ingestor, "on_stored", held)
+        importer = threading.Thread(target=lambda: engine.import_file(source, fmt="jsonl", user_id="big"))
+        importer.start()
+        assert inside.wait(10)
+        seen: dict[str, object] = {}
+        reader = threading.Thread(target=lambda: seen.update(
+            days=len(engine.list_days("small")), turns=len(engine.conversation_context("small").turns),
+            big=len(engine.substring_search("big", "imported line"))))
+        reader.start()
+        reader.join(10)
+        done_while_held = not reader.is_alive()
+        release.set()
+        importer.join(30)
+        reader.join(30)
+        assert done_while_held, "a read waited for another user's import"
+        assert seen == {"days": 1, "turns": 1, "big": 0}  # committed rows only
+        assert len(engine.substring_search("big", "imported line")) == 40

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from engine.store.db import INLINE_VALUES, SCHEMA_VERSION, Database, in_values
 from engine.errors import (
+    EngineClosedError,
     InvalidInputError,
     StoreLockedError,
     UnknownMessageError,
@@ -70,6 +72,41 @@ def test_release_buffers_drops_the_blocks_a_whole_table_read_left_cached(tmp_pat
     memory.release_buffers()
     assert before > 8 * 2**20 and memory.execute(held)[0][0] == before
     memory.close()
+
+
+def test_reads_beside_a_transaction_see_committed_rows_and_wait_while_buffers_are_released(tmp_path):
+    """A read that finds another thread's transaction open runs on a cursor of its own, beside it:
+    it sees the committed rows without waiting, while the writer's thread sees its own writes.
+    While `release_buffers` lowers the memory limit (a read then fails: "failed to pin block"),
+    those reads wait."""
+    db = Database(tmp_path / "s.duckdb")
+    db.execute("CREATE TABLE t AS SELECT range AS i FROM range(10)")
+    count = "SELECT count(*) FROM t"
+    opened, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with db.transaction():
+            db.execute("INSERT INTO t VALUES (99)")
+            assert db.execute(count)[0][0] == 11  # its own write
+            opened.set()
+            release.wait(30)
+
+    held = threading.Thread(target=writer)
+    held.start()
+    assert opened.wait(10)
+    assert db.execute(count)[0][0] == 10  # beside the open transaction: committed rows only
+    done = threading.Event()
+    with db.reads_held_off():
+        reader = threading.Thread(target=lambda: (db.execute(count), done.set()))
+        reader.start()
+        assert not done.wait(0.3)
+    assert done.wait(10)
+    release.set()
+    held.join(10)
+    assert db.execute(count)[0][0] == 11
+    db.close()
+    with pytest.raises(EngineClosedError):
+        db.execute(count)
 
 
 def test_unknown_ids_and_zones_get_clear_errors(tmp_path):
