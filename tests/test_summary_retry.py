@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -63,16 +64,23 @@ def llm() -> Iterator[FakeLLM]:
     fake.close()
 
 
+@contextmanager
+def _engine(tmp_path: Path, llm: FakeLLM, *, day_summary_every: int) -> Iterator[tuple[ConversationEngine, list[float]]]:
+    """An engine summarising with the fake LLM, and the retry queue's clock (`now[0]`, in seconds)."""
+    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=day_summary_every)
+    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
+        now = [0.0]
+        engine.summaries.retries.clock = lambda: now[0]
+        yield engine, now
+
+
 def _turns(*ids: str) -> list[dict[str, Any]]:
     return [{"message_id": m, "role": "user", "content": f"turn {m}: shall we take the blue boat?",
              "created_at": f"2024-07-01T10:0{i}:00"} for i, m in enumerate(ids)]
 
 
 def test_an_ingest_succeeds_while_the_summarizer_is_down_and_the_summary_follows(tmp_path: Path, llm: FakeLLM) -> None:
-    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=2)
-    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
-        now = [0.0]
-        engine.summaries.retries.clock = lambda: now[0]
+    with _engine(tmp_path, llm, day_summary_every=2) as (engine, now):
         engine.add_user("ann", "UTC")
         first = engine.ingest("ann", _turns("t1", "t2"))
         assert first.inserted == ("t1", "t2") and llm.calls == 1
@@ -91,10 +99,7 @@ def test_an_ingest_succeeds_while_the_summarizer_is_down_and_the_summary_follows
 
 
 def test_an_end_the_summarizer_fails_says_it_ended_and_the_summary_follows(tmp_path: Path, llm: FakeLLM) -> None:
-    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=50)
-    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
-        now = [0.0]
-        engine.summaries.retries.clock = lambda: now[0]
+    with _engine(tmp_path, llm, day_summary_every=50) as (engine, now):
         engine.add_user("ann", "UTC")
         engine.ingest("ann", _turns("t1", "t2"))
         ended = engine.end_conversation("ann")
@@ -110,10 +115,7 @@ def test_an_end_the_summarizer_fails_says_it_ended_and_the_summary_follows(tmp_p
 def test_the_retries_of_several_users_each_land_in_their_own_user(tmp_path: Path, llm: FakeLLM) -> None:
     """The background step retries every user's failed summaries at once: each is written, with
     its day's note, for its own user and thread."""
-    settings = Settings(summarizer="openai", llm_url=llm.url, llm_model="fake", day_summary_every=2)
-    with ConversationEngine(tmp_path / "home", settings=settings, embedder=None) as engine:
-        now = [0.0]
-        engine.summaries.retries.clock = lambda: now[0]
+    with _engine(tmp_path, llm, day_summary_every=2) as (engine, now):
         for user in ("ann", "bob"):
             engine.add_user(user, "UTC")
             engine.ingest(user, _turns(f"{user}1", f"{user}2"))
