@@ -167,12 +167,13 @@ class SummaryService:
                 checks.append((before[-1], 1, False))
         if segments:
             checks.append((segments[-1], self.settings.day_summary_every, True))
+        days = [segment for segment, _, _ in checks]
         turns = ThreadTurns(self.store)
         batch = fresh.by_thread.get(result.thread_id) if fresh is not None else None
         if batch:
-            self._seed(turns, user_id, result, [segment for segment, _, _ in checks], batch)
-        covered = self._covered(user_id, result.thread_id, [segment for segment, _, _ in checks])
-        turns.prefetch([(result.thread_id, segment.starts_at_seq, segment.ends_at_seq) for segment, _, _ in checks])
+            self._seed(turns, user_id, result, days, batch)
+        covered = self._covered(user_id, result.thread_id, days)
+        turns.prefetch([(result.thread_id, day.starts_at_seq, day.ends_at_seq) for day in days])
         starts = {SummaryJob(user_id, "day", segment.day_segment_id, result.thread_id): segment.starts_at_seq
                   for segment, every, near in checks
                   if self.is_stale(segment, turns, every=every, near_budget=near, covered_to=covered[segment.day_label])}
