@@ -171,6 +171,12 @@ class Settings(BaseSettings):
         description="When the query asks a question, the reply to a turn that ends with a question scores at "
         "least this fraction of it, when higher than reply_lift (0 turns it off). docs/benchmarks.md.",
     )
+    dates_as_keywords: bool = Field(
+        False,
+        description="A date the query names (\"since March 2024\") is also matched as keywords. Off, its words "
+        "leave the keyword query (unless nothing else is left) and its turns rank by their days "
+        "(outside_time_weight): a turn that merely mentions \"4 March\" is no match. docs/benchmarks.md.",
+    )
     outside_time_weight: float = Field(
         0.7, gt=0, le=1,
         description="When the query names a date (\"in May 2023\", \"on 3 June, 2023\", \"in July\"), the turns "

@@ -9,7 +9,7 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.query.time_phrases import LATE_MENTION_DAYS, DaySpan, query_time
+from engine.query.time_phrases import LATE_MENTION_DAYS, DaySpan, query_time, read_dates
 from engine.query.ranking import favour_matching
 from tests.support import HashEmbedder
 
@@ -60,6 +60,19 @@ def test_an_open_span_holds_every_day_on_its_side():
                                    "order A-7731 costs 2023 dollars", "on 31 June, 2023", "error 404 on port 2024"])
 def test_a_query_naming_no_date_has_no_span(query):
     assert not query_time(query)
+
+
+@pytest.mark.parametrize("query,keywords", [
+    ("ECONNRESET since March 2024", ["ECONNRESET", "since"]),
+    ("What did Gina find on 1 February, 2023?", ["What", "did", "Gina", "find", "on", "?"]),
+    ("When did Melanie go camping in June?", ["When", "did", "Melanie", "go", "camping", "?"]),
+    ("this may be why the deploy failed", ["this", "may", "be", "why", "the", "deploy", "failed"]),  # a verb
+    ("outage on 31 June, 2023", ["outage", "on", "31", "June,", "2023"]),  # no such day: no date to read
+])
+def test_the_keywords_of_a_query_leave_out_the_dates_it_names(query, keywords):
+    when, rest = read_dates(query)
+    assert rest.split() == keywords and len(rest) == len(query)
+    assert when == query_time(query)
 
 
 def test_a_span_holds_its_days_and_the_week_after_them():

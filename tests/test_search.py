@@ -109,6 +109,18 @@ def test_a_word_from_the_middle_of_a_long_tool_output_finds_it(engine):
     assert "alice-0032" in [h.message_id for h in errors.results[:3]]
 
 
+def test_a_date_in_the_query_ranks_by_the_turns_days_not_as_keywords(engine):
+    # alice-0011 holds "Saturday 16 March" and nothing of the error: its "March" made it a hit
+    dated = engine.search("alice", "ECONNRESET in March 2024", kinds=("message",))
+    assert dated.terms == ("econnreset",)
+    ids = [h.message_id for h in dated.results]
+    assert "alice-0011" not in ids and {"alice-0032", "alice-0033", "alice-0036"} <= set(ids[:4])
+    as_words = engine.search_experiment("alice", "ECONNRESET in March 2024", RankingOverrides(
+        settings={"dates_as_keywords": True}), kinds=("message",))
+    assert "alice-0011" in [h.message_id for h in as_words.results]
+    assert engine.search("alice", "March 2024", kinds=("message",)).terms == ("march", "2024")  # nothing else to match
+
+
 def test_a_named_participant_s_turns_come_first(tmp_path):
     with ConversationEngine(tmp_path, clock=lambda: NOW) as engine:
         engine.add_user("dora")

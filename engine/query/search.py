@@ -37,7 +37,7 @@ from engine.query.summary_index import SummaryIndex, SummaryMatches
 from engine.query.summary_spans import NO_COVERS
 from engine.query.phrases import pair_weight, query_pairs
 from engine.query.questions import asking_share, asks, ends_asking
-from engine.query.time_phrases import query_time
+from engine.query.time_phrases import QueryTime, read_dates
 from engine.validation import whole_number
 from indexers.embedders import DeadlineEmbedder, PendingVectors
 from indexers.pipeline import IndexPipeline
@@ -68,6 +68,7 @@ class _Query:
     vector: np.ndarray | None
     mode: SearchMode
     fusion: str
+    when: QueryTime  # the dates the query names
 
 
 class Searcher:
@@ -100,12 +101,13 @@ class Searcher:
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
         embedding, notice = self._start_vector(text, shard, mode)  # the model runs while the keywords are matched
-        tokens = shard.tokenizer.tokenize(text)
+        when, dateless = read_dates(text)
+        tokens = self._keywords(shard, text, dateless)
         wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
         matches = (self.summaries.match(user_id, tokens, intervals, with_vectors=embedding is not None)
                    if "summary" in kinds or wants_context else None)
         lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
-        q, notice = self._query(text, tokens, embedding, notice, mode, fusion or self.settings.fusion)
+        q, notice = self._query(text, tokens, embedding, notice, mode, fusion or self.settings.fusion, when)
         with shard.lock:
             if shard.changes != seen:  # written to while the model ran: match what is there now
                 lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
@@ -144,9 +146,15 @@ class Searcher:
         except EmbeddingUnavailableError as exc:
             return None, f"lexical search only: {exc.message}"
 
+    def _keywords(self, shard: Shard, text: str, dateless: str) -> list[str]:
+        """The query's keywords, less the words of the dates it names (those rank by the turns' days) unless
+        nothing else is left ("March 2024" alone) or `dates_as_keywords` keeps them."""
+        tokens = [] if self.settings.dates_as_keywords else shard.tokenizer.tokenize(dateless)
+        return tokens or shard.tokenizer.tokenize(text)
+
     @staticmethod
     def _query(text: str, tokens: list[str], pending: PendingVectors | None, notice: str | None,
-               mode: SearchMode | None, fusion: str) -> tuple[_Query, str | None]:
+               mode: SearchMode | None, fusion: str, when: QueryTime) -> tuple[_Query, str | None]:
         """The query with its vector once the model is done; a keyword query when there is none."""
         vector = None
         if pending is not None:
@@ -157,8 +165,8 @@ class Searcher:
         if not tokens:
             notice = "; ".join(filter(None, (notice, _keywordless_notice(by_meaning=vector is not None))))
         if vector is None:
-            return _Query(text, tokens, None, "lexical", fusion), notice
-        return _Query(text, tokens, vector, mode or "hybrid", fusion), notice
+            return _Query(text, tokens, None, "lexical", fusion, when), notice
+        return _Query(text, tokens, vector, mode or "hybrid", fusion, when), notice
 
     def _keyword_side(self, shard: Shard, tokens: list[str], intervals: Intervals | None, limit: int,
                       kinds: Sequence[str]) -> tuple[LexicalSide | None, int]:
@@ -202,7 +210,7 @@ class Searcher:
         scores = message_scores(window, own, summary, own_weight=self.settings.message_own_weight,
                                 summary_weight=self.settings.summary_context_weight,
                                 context_cap=self.settings.message_context_cap)
-        scores = self._turn_rules(scores, cards, lines, q.text)
+        scores = self._turn_rules(scores, cards, lines, q)
         # context ranks a message but never makes it a hit: it must match on its own line too
         best = [i for i in np.argsort(-scores, kind="stable") if own[i] > 0][: limit + 10]  # the penalty may reorder these
         shown = [(i, card) for i in best if (card := cards[i]) is not None]  # None: deleted since the shard was read
@@ -221,22 +229,21 @@ class Searcher:
                 for _, i, card, parts, is_covered in ranked[:limit]]
 
     def _turn_rules(self, scores: np.ndarray, cards: Sequence[MessageCard | None], lines: Sequence[str],
-                    text: str) -> np.ndarray:
+                    q: _Query) -> np.ndarray:
         """The rules between turns: replies lifted by the match before them (more after a question), turns
         that ask weighed when the query asks, the turn a match reacts to lifted by it (after the weighing, which
         LOO preferred to before it), then a named participant's turns favoured (a reply weighs as its
         own speaker's turn: lifted the other way round, every reply to the named participant outranked the
         rest, which LOO rejected), then the turns of a date the query names."""
         previous = replied_to(cards)
-        scores = self._question_rules(scores, previous, lines, asks(text))
+        scores = self._question_rules(scores, previous, lines, asks(q.text))
         scores = lift_reacted_to(scores, previous, lift=self.settings.reacted_to_lift)
-        words = frozenset(_WORD.findall(text.casefold()))
+        words = frozenset(_WORD.findall(q.text.casefold()))
         named = np.array([card is not None and names_speaker(words, card.speaker) for card in cards], dtype=bool)
         scores = favour_named_speakers(scores, named, other_weight=self.settings.other_speaker_weight)
-        when = query_time(text)
-        if not when:
+        if not q.when:
             return scores
-        held = np.array([card is not None and when.holds(card.day_label) for card in cards], dtype=bool)
+        held = np.array([card is not None and q.when.holds(card.day_label) for card in cards], dtype=bool)
         return favour_matching(scores, held, other_weight=self.settings.outside_time_weight)
 
     def _with_phrases(self, messages: MessageCandidates, lines: Sequence[str], tokens: Sequence[str],
@@ -281,7 +288,7 @@ class Searcher:
         """Diagnostic (benchmarks): the best windows' labels from the candidate lists and their fusion
         alone, hybrid with `vector` as the query's; no filters, messages, citations or store reads."""
         shard = self.pipeline.shard(user_id)
-        q = _Query(query, shard.tokenizer.tokenize(query), vector, "hybrid", self.settings.fusion)
+        q = _Query(query, shard.tokenizer.tokenize(query), vector, "hybrid", self.settings.fusion, QueryTime())
         with shard.lock:
             found = window_candidates(shard, lexical_side(shard, q.tokens, None, self._depth(limit)), q.vector,
                                       q.mode, self._depth(limit))

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-__all__ = ["DaySpan", "QueryTime", "query_time", "LATE_MENTION_DAYS"]
+__all__ = ["DaySpan", "QueryTime", "query_time", "read_dates", "LATE_MENTION_DAYS"]
 
 LATE_MENTION_DAYS = 7  # days after a named day or month that still tell about it
 _MONTHS = {name.casefold(): i for i, name in enumerate(calendar.month_name) if name}
@@ -80,17 +80,27 @@ class QueryTime:
 
 def query_time(text: str) -> QueryTime:
     """The day spans `text` names, most specific form first; none when it names no date."""
+    return read_dates(text)[0]
+
+
+def read_dates(text: str) -> tuple[QueryTime, str]:
+    """The day spans `text` names, and `text` with the dated forms read blanked (its keywords without
+    the date: "ECONNRESET since March 2024" must not rank a turn about "4 March" for its "March")."""
     spans: list[DaySpan] = []
+    keywords = text
+    scanned = text  # each form's match blanked (same length), dates or not, so no shorter form reads it again
     for form in _FORMS:
         def read(match: re.Match[str]) -> str:
+            nonlocal keywords
             parts = match.groupdict()
             span = None if _a_verb(parts) else _span(parts)
             if span is not None:
                 before = match.string[max(match.start() - _LOOK_BACK, 0):match.start()]
                 spans.append(_bounded(span, f"{before}{parts.get('lead') or ''} "))  # "since 2023": its own lead
+                keywords = keywords[:match.start()] + " " * len(match.group(0)) + keywords[match.end():]
             return " " * len(match.group(0))
-        text = form.sub(read, text)
-    return QueryTime(tuple(spans))
+        scanned = form.sub(read, scanned)
+    return QueryTime(tuple(spans)), keywords
 
 
 def _a_verb(parts: dict[str, str | None]) -> bool:
