@@ -136,7 +136,8 @@ class SearchOut(BaseModel):
     took_ms: float = Field(description="Time the search took.")
     notice: str | None = Field(None, description="Why the search degraded, e.g. fell back to lexical.")
     terms: list[str] = Field([], description="The query's words as the keyword index searched them: stemmed, "
-                                              "without stop words (what a client may highlight).")
+                                              "without stop words or a date the query names (what a client may "
+                                              "highlight).")
 
 
 class MessageOut(BaseModel):
