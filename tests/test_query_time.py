@@ -63,7 +63,8 @@ def test_a_query_naming_no_date_has_no_span(query):
 
 
 @pytest.mark.parametrize("query,keywords", [
-    ("ECONNRESET since March 2024", ["ECONNRESET", "since"]),
+    ("ECONNRESET since March 2024", ["ECONNRESET"]),  # the word that bounds the date goes with it
+    ("errors the week before August 3rd 2023, please", ["errors", ",", "please"]),
     ("What did Gina find on 1 February, 2023?", ["What", "did", "Gina", "find", "on", "?"]),
     ("When did Melanie go camping in June?", ["When", "did", "Melanie", "go", "camping", "?"]),
     ("this may be why the deploy failed", ["this", "may", "be", "why", "the", "deploy", "failed"]),  # a verb

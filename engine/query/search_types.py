@@ -56,4 +56,4 @@ class SearchResponse:
     not_vector_indexed: int  # messages found lexically but not yet in the vector index
     took_ms: float
     notice: str | None = None  # e.g. why the search fell back to lexical
-    terms: tuple[str, ...] = ()  # the query's words as the keyword index searched them (stemmed, no stop words)
+    terms: tuple[str, ...] = ()  # the query's words as the keyword index searched them (stemmed, no stop words or dates)

@@ -8,6 +8,8 @@ past what the query names ("camping in June" is often told in the first days of 
 A word before a dated form bounds the span on one side: "since"/"after" a date opens it to every
 later day, "before"/"until"/"by" to every earlier one, and "the week before"/"two days after" a
 date reaches that far from it (the date itself stays in: it is when the event is told).
+`read_dates` also gives the query's text without each date read and the words that bound it: its
+keywords, since a turn that mentions "4 March" matches nothing of "ECONNRESET since March 2024".
 """
 
 from __future__ import annotations
@@ -96,8 +98,10 @@ def read_dates(text: str) -> tuple[QueryTime, str]:
             span = None if _a_verb(parts) else _span(parts)
             if span is not None:
                 before = match.string[max(match.start() - _LOOK_BACK, 0):match.start()]
-                spans.append(_bounded(span, f"{before}{parts.get('lead') or ''} "))  # "since 2023": its own lead
-                keywords = keywords[:match.start()] + " " * len(match.group(0)) + keywords[match.end():]
+                bound = _BOUND.search(f"{before}{parts.get('lead') or ''} ")  # "since 2023": its own lead
+                spans.append(_bounded(span, bound))
+                cut = match.start() - (max(len(before) - bound.start(), 0) if bound else 0)  # "the week before" too
+                keywords = keywords[:cut] + " " * (match.end() - cut) + keywords[match.end():]
             return " " * len(match.group(0))
         scanned = form.sub(read, scanned)
     return QueryTime(tuple(spans)), keywords
@@ -129,9 +133,8 @@ def _span(parts: dict[str, str | None]) -> DaySpan | None:
     return None
 
 
-def _bounded(span: DaySpan, before: str) -> DaySpan:
-    """`span` as the words just `before` it bound it (see the module's docstring)."""
-    found = _BOUND.search(before)
+def _bounded(span: DaySpan, found: re.Match[str] | None) -> DaySpan:
+    """`span` as the words just before it bound it (`_BOUND`'s match; see the module's docstring)."""
     if found is None or span.first is None or span.last is None:
         return span
     bound = " ".join(found["bound"].casefold().split())
