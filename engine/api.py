@@ -134,12 +134,12 @@ class ConversationEngine:
     def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
         """Delete messages everywhere (store, summaries, indexes, cache); returns how many."""
         with self._writing(user_id):
-            return self.deleter.delete_messages(user_id, message_ids)
+            return self.deleter.delete_messages(user_id, message_ids).messages
 
     def delete_conversation(self, user_id: str, conversation_id: str) -> int:
         """Delete one conversation's messages everywhere, like delete_messages; returns how many."""
         with self._writing(user_id):
-            return self.deleter.delete_conversation(user_id, conversation_id)
+            return self.deleter.delete_conversations(user_id, [conversation_id]).messages
 
     def delete(self, user_id: str, *, message_ids: Sequence[str] | None = None, conversation_id: str | None = None,
                all_of_user: bool = False) -> dict[str, Any]:

@@ -330,3 +330,15 @@ def test_a_deletion_in_a_fresh_process_drops_the_windows_from_the_saved_shard(tm
         assert not [m for c in saved.chunks.values() for m in c.message_ids if m.startswith("alice-c2-")]
         assert not any(WORD in c.text for c in saved.chunks.values())
         assert diagnose(e).ok
+
+
+def test_a_deletion_reports_the_summaries_it_took_and_wrote_again(engine: ConversationEngine) -> None:
+    target = engine.get("alice", message_id="alice-c1-2")
+    holding = {s.summary_id for s in engine.store.timeline.summaries(target.thread_id) if s.covers(target.seq)}
+    assert len(holding) == 2  # the day's summary and the ended conversation's
+    report = engine.delete("alice", message_ids=["alice-c1-2"])
+    assert (report["messages_deleted"], report["summaries_deleted"], report["summaries_rewritten"]) == (1, 2, 2)
+    again = [s for s in engine.store.timeline.summaries(target.thread_id) if s.summary_id in holding]
+    assert len(again) == 2 and not any(WORD in s.markdown for s in again)  # written from what remains
+    nothing = engine.delete("alice", message_ids=["alice-c1-2"])
+    assert (nothing["messages_deleted"], nothing["summaries_deleted"], nothing["summaries_rewritten"]) == (0, 0, 0)

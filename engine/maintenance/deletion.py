@@ -16,6 +16,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.errors import InvalidInputError
+from engine.facade_edges import guarded_write
 from engine.models import Message, Summary
 from engine.store.core import Store
 from engine.query.summary_index import SummaryIndex, summary_key
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from engine.api import ConversationEngine
     from engine.summaries.policy import SummaryService
 
-__all__ = ["Deleter", "deletion_report"]
+__all__ = ["Deleter", "Deleted", "deletion_report"]
 
 
 def checked_ids(message_ids: object) -> list[str]:
@@ -48,16 +49,30 @@ def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Se
     if all_of_user:
         return {"user_id": user_id, "deleted": "user", "messages_deleted": engine.delete_user(user_id)}
     if conversation_id is not None:
-        count = engine.delete_conversation(user_id, conversation_id)
-        return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id,
-                "messages_deleted": count}
+        with guarded_write(engine.locks.user(user_id)):
+            deleted = engine.deleter.delete_conversations(user_id, [conversation_id])
+        return {"user_id": user_id, "deleted": "conversation", "conversation_id": conversation_id, **deleted.counts()}
     engine.store.get_user(user_id)  # an unknown user is an error, not "0 deleted"
     wanted = checked_ids(message_ids)  # before list(): a string would become its characters
-    with engine.locks.user(user_id):  # what is found is what this call deletes: another's deletion waits
+    with guarded_write(engine.locks.user(user_id)):  # what is found is what this call deletes: another's waits
         found = {m.message_id for m in engine.store.messages_by_ids(wanted, user_id=user_id)}
-        count = engine.delete_messages(user_id, wanted)
+        deleted = engine.deleter.delete_messages(user_id, wanted)
     return {"user_id": user_id, "deleted": "messages", "message_ids": sorted(found),
-            "not_found": sorted(set(wanted) - found), "messages_deleted": count}
+            "not_found": sorted(set(wanted) - found), **deleted.counts()}
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What a deletion took: its messages, the summaries whose span held one of them (their text may
+    quote it), and the day and conversation summaries written again from the messages that remain."""
+
+    messages: int
+    summaries_deleted: int = 0
+    summaries_rewritten: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"messages_deleted": self.messages, "summaries_deleted": self.summaries_deleted,
+                "summaries_rewritten": self.summaries_rewritten}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +94,7 @@ class Deleter:
         self.summary_index = summary_index
         self.summaries = summaries  # rebuilds what a deletion dropped (None: nothing is rebuilt)
 
-    def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
+    def delete_messages(self, user_id: str, message_ids: Sequence[str]) -> Deleted:
         """Delete the user's messages among `message_ids` (another user's ids are ignored)."""
         self.store.get_user(user_id)  # an unknown user (or not a user id at all) is an error, not "0 deleted"
         messages = self.store.messages_by_ids(checked_ids(message_ids), user_id=user_id)
@@ -92,8 +107,8 @@ class Deleter:
         if messages:
             self.forget_unused_vectors(user_id)
         self.summary_index.forget(user_id)
-        self._summarise_again(user_id, dropped)
-        return len(messages)
+        rewritten = self._summarise_again(user_id, dropped)
+        return Deleted(len(messages), sum(len(d.summaries) for d in dropped), rewritten)
 
     def text_replaced(self, user_id: str, thread_id: str, seqs: set[int]) -> None:
         """Messages whose text an import replaced (same seqs): the summaries that may quote the old
@@ -105,12 +120,13 @@ class Deleter:
         self._forget_summary_vectors(user_id, dropped.summaries)
         self.pipeline.rewrite_messages(user_id, thread_id, seqs)
 
-    def _summarise_again(self, user_id: str, dropped: Sequence[Dropped]) -> None:
+    def _summarise_again(self, user_id: str, dropped: Sequence[Dropped]) -> int:
         """The days (still holding turns) and ended conversations whose summary went get one again,
-        and their notes and vectors; a summarizer failure is queued for a retry, not raised."""
+        and their notes and vectors; a summarizer failure is queued for a retry, not raised. Returns
+        how many summaries were written."""
         service = self.summaries
         if service is None or service.summarizer is None or not any(d.days or d.conversations for d in dropped):
-            return
+            return 0
         threads = [d.thread_id for d in dropped]
         segments = self.store.across.day_segments(threads)
         ended = self.store.across.ended_conversations(threads)
@@ -124,6 +140,7 @@ class Deleter:
         if written:
             self.pipeline.update_lexical(user_id)  # a day summary leaves a note, which is a message
             self.summary_index.embed_written(user_id, written)  # these only: a backlog is the background step's
+        return len(written)
 
     def forget_unused_vectors(self, user_id: str) -> None:
         """Drop cached vectors no live window, message line or summary uses: a window re-chunked
@@ -135,19 +152,16 @@ class Deleter:
             self.summary_index.cache.keep_only(
                 user_id, [summary_key(s) for s in self.store.timeline.summaries_of_user(user_id)])
 
-    def delete_conversation(self, user_id: str, conversation_id: str) -> int:
-        return self.delete_conversations(user_id, [conversation_id])
-
-    def delete_conversations(self, user_id: str, conversation_ids: Sequence[str]) -> int:
+    def delete_conversations(self, user_id: str, conversation_ids: Sequence[str]) -> Deleted:
         """Their messages in one deletion (a day they share is summarised again once), then the
         conversations; an unknown id is an error before anything goes."""
         for conversation_id in conversation_ids:
             self.store.timeline.get_conversation(conversation_id, user_id=user_id)
         ids = [m for c in conversation_ids for m in self.store.message_ids_of_conversation(user_id, c)]
-        count = self.delete_messages(user_id, ids)
+        deleted = self.delete_messages(user_id, ids)
         for conversation_id in conversation_ids:  # refresh_conversation_bounds dropped those with turns; an empty one
             self.store.timeline.delete_conversation(conversation_id, user_id=user_id)
-        return count
+        return deleted
 
     def delete_user(self, user_id: str) -> int:
         """Everything of the user: rows of every table, the shard directory, the cache."""
