@@ -62,7 +62,8 @@ class ConversationEngine:
         self.clock = clock = checked_clock(clock)
         self.store = Store(self.home / STORE_FILENAME)
         self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes),
-                                 clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours))
+                                 clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours),
+                                 clock_skew=timedelta(seconds=self.settings.clock_skew_seconds))
         if isinstance(embedder, str) and embedder != "auto":
             raise InvalidInputError(f'embedder must be an Embedder, None (lexical only) or "auto", got {embedder!r}')
         chosen = documents_embedder(self.settings) if isinstance(embedder, str) else embedder

@@ -52,6 +52,12 @@ class Settings(BaseSettings):
         description="How far ahead of now a message's created_at may be (clock skew); later is refused, since "
         "it would put every following message of the thread out of order.",
     )
+    clock_skew_seconds: float = Field(
+        300.0, ge=0, le=24 * 3600,
+        description="A message at most this much older than the one before it in its thread (two writers whose "
+        "clocks are a little apart: a phone a minute fast, then the agent's server) is stored at that message's "
+        "time, so the thread stays in time order; older is refused (0 refuses any).",
+    )
     max_conversations_retained: int | None = Field(
         None, ge=1, description="Keep only this many ended conversations per thread (off by default)."
     )

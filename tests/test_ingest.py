@@ -66,6 +66,23 @@ def test_older_message_is_refused_and_nothing_changes(store, ingestor):
     assert store.stats() == before
 
 
+def test_a_message_a_little_older_than_the_one_before_takes_its_time(store, ingestor):
+    """Two writers a little apart: a phone a minute fast sends the question, the agent's server the reply."""
+    ingestor.add_messages("alice", [NewMessage("user", "question", T0 + timedelta(minutes=1))])
+    reply = ingestor.add_messages("alice", [NewMessage("assistant", "reply", T0 + timedelta(seconds=30)),
+                                            NewMessage("user", "thanks", T0 + timedelta(seconds=50))])
+    assert reply.inserted and reply.first_seq == 2
+    stored = store.messages_in_range("alice:continuous", 0)
+    assert [(m.content, m.created_at) for m in stored] == [(text, T0 + timedelta(minutes=1))
+                                                          for text in ("question", "reply", "thanks")]
+    with pytest.raises(OutOfOrderError, match="clock_skew_seconds"):  # beyond the allowance: refused
+        ingestor.add_messages("alice", [NewMessage("user", "late", T0 + timedelta(minutes=1) - timedelta(minutes=6))])
+    strict = Ingestor(store, idle_timeout=timedelta(minutes=30), clock_skew=timedelta(0))
+    with pytest.raises(OutOfOrderError):
+        strict.add_messages("alice", [NewMessage("user", "a second early", T0 + timedelta(seconds=59))])
+    assert len(store.messages_in_range("alice:continuous", 0)) == 3
+
+
 def test_missing_timestamp_means_now(store):
     now = datetime(2030, 1, 2, 3, 4, tzinfo=timezone.utc)
     Ingestor(store, idle_timeout=timedelta(minutes=30), clock=lambda: now).add_messages("alice", [NewMessage("user", "x")])

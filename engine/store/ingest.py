@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from engine.errors import InvalidInputError, InvalidTimestampError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store.core import Store
-from engine.store.placing import Placement, check_order, day_spans, in_repeated_hour, place
+from engine.store.placing import Placement, check_order, day_spans, in_repeated_hour, place, within_skew
 from engine.text_rules import id_problem, surrogate_problem
 from engine.timeutil import message_time_problem, second_reading, to_utc, utcnow, zone
 
@@ -40,11 +40,12 @@ class Append:
 
 class Ingestor:
     def __init__(self, store: Store, *, idle_timeout: timedelta, clock: Callable[[], datetime] = utcnow,
-                 future_tolerance: timedelta = timedelta(days=1)) -> None:
+                 future_tolerance: timedelta = timedelta(days=1), clock_skew: timedelta = timedelta(minutes=5)) -> None:
         self.store = store
         self.idle_timeout = idle_timeout
         self.clock = clock
         self.future_tolerance = future_tolerance
+        self.clock_skew = clock_skew  # how much older than the message before it a message may be (`within_skew`)
         self.on_stored: Callable[[Sequence[Message]], None] | None = None  # told each batch stored, in its transaction
 
     def time_problem(self, moment: datetime) -> str | None:
@@ -74,7 +75,7 @@ class Ingestor:
                 # no created_at: now, or the thread's last time when that is later (a clock a little ahead)
                 default_at = max(now, last_at) if last_at is not None else now
                 stamped = [m if m.created_at else replace(m, created_at=default_at) for m in news[thread_id][0]]
-                stamped = in_repeated_hour(stamped, last_at, second)
+                stamped = within_skew(in_repeated_hour(stamped, last_at, second), last_at, self.clock_skew)
                 check_order(stamped, last_at)
                 placements.append(place(thread_id, user_id, stamped, last_seq, tz, latest.get(thread_id),
                                         self.idle_timeout, append.as_conversation is not None))

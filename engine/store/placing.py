@@ -124,6 +124,20 @@ def in_repeated_hour(messages: Sequence[NewMessage], last_at: datetime | None,
     return out
 
 
+def within_skew(messages: Sequence[NewMessage], last_at: datetime | None, skew: timedelta) -> list[NewMessage]:
+    """Messages at most `skew` older than the message they follow take its time: two writers whose
+    clocks are a little apart (a phone a minute fast, then the agent's server) keep the thread in time
+    order instead of the second being refused. Older than that, `check_order` refuses them."""
+    previous = None if last_at is None else to_utc(last_at)
+    out = []
+    for m in messages:
+        if previous is not None and previous - skew <= time_of(m) < previous:
+            m = replace(m, created_at=previous)
+        previous = time_of(m)
+        out.append(m)
+    return out
+
+
 def check_order(messages: Sequence[NewMessage], last_at: datetime | None) -> None:
     """OutOfOrderError unless the batch goes forward in time from the thread's last stored message."""
     previous = None if last_at is None else to_utc(last_at)
@@ -133,12 +147,14 @@ def check_order(messages: Sequence[NewMessage], last_at: datetime | None) -> Non
             if index == 0:
                 raise OutOfOrderError(
                     f"message {index} at {at.isoformat()} is older than the thread's last stored message "
-                    f"({previous.isoformat()}): threads are appended in time order; send it with a later created_at "
+                    f"({previous.isoformat()}) by more than the clock skew allowed (clock_skew_seconds): threads are "
+                    "appended in time order; send it with a later created_at "
                     "(or none: now), or import older history into a thread of its own (`convsearch ingest FILE` with a "
                     "thread_id on its rows: docs/formats.md)")
             raise OutOfOrderError(
                 f"message {index} at {at.isoformat()} is older than the message before it "
-                f"({previous.isoformat()}): threads are appended in time order; sort the batch by created_at")
+                f"({previous.isoformat()}) by more than the clock skew allowed (clock_skew_seconds): threads are "
+                "appended in time order; sort the batch by created_at")
         previous = at
 
 
