@@ -43,7 +43,8 @@ def checked_ids(message_ids: object) -> list[str]:
 
 def deletion_report(engine: ConversationEngine, user_id: str, *, message_ids: Sequence[str] | None,
                     conversation_id: str | None, all_of_user: bool) -> dict[str, Any]:
-    """`ConversationEngine.delete`: exactly one of the three, through the facade's locked calls."""
+    """`ConversationEngine.delete`: exactly one of the three, each under the user's writer lock as the
+    facade's writes run (`guarded_write`), the deleter's counts in the report."""
     if sum((message_ids is not None, conversation_id is not None, bool(all_of_user))) != 1:
         raise InvalidInputError("give exactly one of message_ids, conversation_id or all_of_user")
     if all_of_user:

@@ -149,8 +149,8 @@ class Searcher:
     def _keywords(self, shard: Shard, text: str, dateless: str) -> list[str]:
         """The query's keywords, less the words of the dates it names (those rank by the turns' days) unless
         nothing else is left ("March 2024" alone) or `dates_as_keywords` keeps them."""
-        tokens = [] if self.settings.dates_as_keywords else shard.tokenizer.tokenize(dateless)
-        return tokens or shard.tokenizer.tokenize(text)
+        tokens = [] if self.settings.dates_as_keywords or dateless == text else shard.tokenizer.tokenize(dateless)
+        return tokens or shard.tokenizer.tokenize(text)  # a query without a date is tokenized once
 
     @staticmethod
     def _query(text: str, tokens: list[str], pending: PendingVectors | None, notice: str | None,
