@@ -165,12 +165,13 @@ class ConversationEngine:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
         phase = Phases()
-        with self._writing(), file_errors(path):  # every user's lock: the file names its users as it is read
+        with file_errors(path):  # once read, the file's users' locks: others write beside it
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             with phase("store"), self.summaries.storing(None):
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,
                                      timezone=timezone or self.settings.default_timezone, skip_bad=skip_bad,
-                                     progress=progress, update=update)
+                                     progress=progress, update=update,
+                                     hold=lambda users: guarded_write(self.locks.users(users)))
             log.info("import stored=%d duplicates=%d skipped=%d users=%s in %.2f s", report.inserted,
                      report.duplicates, len(report.skipped), ",".join(report.users), report.seconds)
         self._to_check.add(report.users)  # stored: the background step looks at them even if what follows fails

@@ -23,6 +23,7 @@ __all__ = [
     "IndexStateError",
     "ReindexIncompleteError",
     "StoreLockedError",
+    "StoreBusyError",
     "EngineClosedError",
     "EmbeddingUnavailableError",
     "AuthError",
@@ -126,6 +127,13 @@ class StoreLockedError(ConvsearchError):
     code = "store_locked"
     http_status = 423
     exit_code = 6
+
+
+class StoreBusyError(StoreLockedError):
+    """A long write (an import) found rows it wrote changed by another write meanwhile: it stored nothing."""
+
+    code = "store_busy"
+    http_status = 409
 
 
 class EngineClosedError(ConvsearchError):

@@ -2,14 +2,16 @@
 indexing, plus `everyone()` for work across users (imports of many users, index --all, doctor).
 
 `everyone()` waits for the per-user writers in flight and holds new ones off; both are re-entrant
-in their own thread. The store's own lock still serialises the short SQL statements.
+in their own thread. `users()` holds several users' locks (an import's), taken in one order so two
+such holders never wait on each other in a circle. The store's own lock still serialises the short
+SQL statements.
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Callable, Iterable, Iterator
 
 __all__ = ["WriterLocks"]
 
@@ -28,7 +30,8 @@ class WriterLocks:
     def user(self, user_id: str) -> Iterator[None]:
         me = threading.get_ident()
         with self._cond:
-            self._cond.wait_for(lambda: self._owner in (None, me))
+            # a thread already holding a user's lock goes on: an everyone() waiting waits for it anyway
+            self._cond.wait_for(lambda: self._owner in (None, me) or getattr(self._mine, "count", 0) > 0)
             self._busy += 1
             self._waiting[user_id] = self._waiting.get(user_id, 0) + 1
             lock = self._users.setdefault(user_id, threading.RLock())
@@ -41,6 +44,14 @@ class WriterLocks:
             with self._cond:
                 self._busy -= 1
                 self._cond.notify_all()
+
+    @contextmanager
+    def users(self, user_ids: Iterable[str]) -> Iterator[None]:
+        """Each of these users' locks, taken in sorted order."""
+        with ExitStack() as held:
+            for user_id in sorted(set(user_ids)):
+                held.enter_context(self.user(user_id))
+            yield
 
     def let_waiters_in(self, user_id: str, timeout_s: float = 5.0) -> None:
         """Return once the writers already waiting for the user's lock have taken it: a loop that

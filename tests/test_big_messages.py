@@ -70,6 +70,41 @@ def test_everyone_waits_for_user_writers_and_holds_new_ones_off() -> None:
     assert order == ["a", "all", "b"]
 
 
+def test_several_users_locks_are_taken_while_everyone_waits_for_the_first() -> None:
+    """An import holds each of its users' locks, one after another: an everyone() arriving between two
+    waited for the import's first lock while the import waited for everyone() to end."""
+    locks, order = WriterLocks(), []
+    first_held, everyone_waits = threading.Event(), threading.Event()
+    real_user = locks.user
+
+    def user(user_id: str):  # type: ignore[no-untyped-def]
+        if user_id == "b":  # between the import's two locks, everyone() comes
+            first_held.set()
+            assert everyone_waits.wait(5)
+            time.sleep(0.1)
+        return real_user(user_id)
+
+    locks.user = user  # type: ignore[method-assign]
+
+    def importer() -> None:
+        with locks.users(["b", "a"]):
+            order.append("import")
+
+    def everyone() -> None:
+        assert first_held.wait(5)
+        everyone_waits.set()
+        with locks.everyone():
+            order.append("all")
+
+    threads = [threading.Thread(target=importer), threading.Thread(target=everyone)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads), "the import and everyone() waited on each other"
+    assert order == ["import", "all"]
+
+
 def test_message_text_is_capped_everywhere_and_paged_by_offset(tmp_path: Path) -> None:
     import anyio
     from mcp import Client

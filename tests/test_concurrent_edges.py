@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.api import ConversationEngine
-from engine.errors import StorageFullError
+from engine.errors import StorageFullError, StoreBusyError, UnknownUserError
 from engine.summaries.retries import SummaryJob
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -216,3 +216,84 @@ def test_reads_go_on_while_an_import_stores_its_file(tmp_path: Path, monkeypatch
         assert done_while_held, "a read waited for another user's import"
         assert seen == {"days": 1, "turns": 1, "big": 0}  # committed rows only
         assert len(engine.substring_search("big", "imported line")) == 40
+
+
+def _held_import(engine: ConversationEngine, source: Path, monkeypatch: pytest.MonkeyPatch,
+                 outcome: list[object]) -> tuple[threading.Thread, threading.Event]:
+    """An import of `source` for "big", held inside its transaction once its rows are stored."""
+    inside, release = threading.Event(), threading.Event()
+    told = engine.ingestor.on_stored
+
+    def held(messages: object) -> None:  # the Ingestor tells every writer's stores here: hold the import's
+        if threading.current_thread() is importer:
+            inside.set()
+            release.wait(30)
+        told(messages)
+
+    monkeypatch.setattr(engine.ingestor, "on_stored", held)
+
+    def run() -> None:
+        try:
+            outcome.append(engine.import_file(source, fmt="jsonl", user_id="big"))
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            outcome.append(exc)
+
+    importer = threading.Thread(target=run)
+    importer.start()
+    assert inside.wait(10)
+    return importer, release
+
+
+def _lines(path: Path, count: int, **fields: object) -> Path:
+    path.write_text("".join(json.dumps({"role": "user", "content": f"imported line {i}", **fields,
+                                        "created_at": (NOW - timedelta(days=3, minutes=-i)).isoformat()}) + "\n"
+                            for i in range(count)), encoding="utf-8")
+    return path
+
+
+def test_other_users_write_while_an_import_stores_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import's transaction (~4 s at 100k messages, ~36 s at 1M) held every other user's writes
+    up. It now runs on a connection of its own, under its users' locks only: another user's write
+    goes through meanwhile, the import's own user's waits, and both land with the import."""
+    source = _lines(tmp_path / "big.jsonl", 40)
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("small")
+        outcome: list[object] = []
+        importer, release = _held_import(engine, source, monkeypatch, outcome)
+        small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
+        big = threading.Thread(target=lambda: engine.ingest("big", [{"role": "user", "content": "after the import"}]))
+        small.start()
+        big.start()
+        small.join(10)
+        big.join(0.5)
+        small_done, big_waited = not small.is_alive(), big.is_alive()
+        release.set()
+        for thread in (importer, small, big):
+            thread.join(30)
+        assert small_done, "another user's write waited for the import's transaction"
+        assert big_waited, "the import's own user's write did not wait for it"
+        assert [type(o).__name__ for o in outcome] == ["ImportReport"]
+        assert engine.substring_search("small", "still here")
+        assert len(engine.substring_search("big", "imported line")) == 40
+        assert engine.substring_search("big", "after the import")
+
+
+def test_an_import_whose_message_id_another_user_took_meanwhile_stores_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Message ids are unique across the store: the write that commits first keeps the id, and the
+    import beside it fails whole with an error that says to run it again (which then names the id)."""
+    source = tmp_path / "big.jsonl"
+    source.write_text(json.dumps({"role": "user", "content": "imported line", "message_id": "shared",
+                                  "created_at": (NOW - timedelta(days=3)).isoformat()}) + "\n", encoding="utf-8")
+    with ConversationEngine(tmp_path / "home", embedder=None, clock=lambda: NOW) as engine:
+        engine.add_user("small")
+        outcome: list[object] = []
+        importer, release = _held_import(engine, source, monkeypatch, outcome)
+        engine.ingest("small", [{"role": "user", "content": "small's line", "message_id": "shared"}])
+        release.set()
+        importer.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], StoreBusyError), outcome
+        assert "run it again" in outcome[0].message
+        assert engine.get("small", message_id="shared").content == "small's line"
+        with pytest.raises(UnknownUserError):  # the import created "big": rolled back with it
+            engine.ingest("big", [{"role": "user", "content": "hello"}])

@@ -13,7 +13,7 @@ import pytest
 
 from engine.api import ConversationEngine
 from engine.config import Settings
-from engine.errors import ImportFileError, InvalidInputError
+from engine.errors import ImportFileError, InvalidInputError, UnknownUserError
 from engine.importers import FORMATS, ImportReport, SkippedRecord, export_thread_parquet, import_file
 from engine.importers.legacy import MIGRATED_TITLE
 from engine.importers.locomo import load_locomo, parse_locomo_datetime, repair_evidence, session_numbers
@@ -103,6 +103,9 @@ def test_failure_while_storing_rolls_back_the_batches_already_stored(store, samp
     with pytest.raises(ImportFileError, match="line 129.*taken"):
         run(store, write_jsonl(tmp_path / "late.jsonl", lines), "jsonl")
     assert store.stats() == before  # alice's and bob's continuous threads were stored first, then undone
+    for user in ("alice", "bob"):  # the users the import created went with it: none is left half there
+        with pytest.raises(UnknownUserError):
+            store.get_user(user)
 
 
 def test_skip_bad_imports_the_rest_and_lists_each_bad_line(store, sample_path, tmp_path):

@@ -1,16 +1,19 @@
 """Importers: whole files into the store, all-or-nothing per file.
 
-`import_file` reads one file of a known format inside one store transaction: the first bad
-record raises ImportFileError naming its line/index and nothing is stored; with `skip_bad` each
-bad record is skipped and listed in the report instead. Re-importing a file stores nothing new
+`import_file` reads one file of a known format, then stores it in one store transaction: the first
+bad record raises ImportFileError naming its line/index and nothing is stored; with `skip_bad` each
+bad record is skipped and listed in the report instead. Once the file is read, the import holds the
+writer locks of the users it names (`hold`) and opens its transaction beside the others', so other
+users' writes go on while it stores. Re-importing a file stores nothing new
 when its records carry ids (every format but id-less JSONL/parquet does; see each module).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from time import perf_counter
-from typing import Callable
+from typing import Callable, Collection
 
 from engine.errors import InvalidInputError
 from engine.importers.export import EXPORT_FORMATS, export_thread, export_thread_parquet
@@ -35,10 +38,14 @@ _IMPORTERS: dict[str, Callable[[ImportContext], Totals]] = {
 _NEEDS_USER = ("openai", "legacy")  # these files do not say whose history they are
 
 
+Hold = Callable[[Collection[str]], AbstractContextManager[object]]
+
+
 def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_id: str | None = None,
                 timezone: str | None = None, skip_bad: bool = False, progress: bool = False,
-                update: bool = False) -> ImportReport:
+                update: bool = False, hold: Hold = lambda users: nullcontext()) -> ImportReport:
     """Import `path` as `fmt`; `user_id`/`timezone` are defaults for the users the file creates.
+    `hold(users)`: the writer locks of the users the file names, held until its transaction ends.
 
     LoCoMo ignores `user_id` (each conversation is its own user, in UTC).
     """
@@ -46,9 +53,13 @@ def import_file(store: Store, ingestor: Ingestor, path: Path, *, fmt: str, user_
     _check_arguments(path, fmt, user_id, timezone)
     started = perf_counter()
     issues = Issues(skip_bad)
-    ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
-                        issues=issues, progress=progress, now=ingestor.clock(), update=update)
-    with store.transaction():
+    with ExitStack() as held:
+        def claim(users: Collection[str]) -> None:
+            held.enter_context(hold(users))
+            held.enter_context(store.transaction(beside_others=True))
+
+        ctx = ImportContext(store=store, ingestor=ingestor, path=path, user_id=user_id, timezone=timezone,
+                            issues=issues, progress=progress, now=ingestor.clock(), claim=claim, update=update)
         totals = _IMPORTERS[fmt](ctx)
     return ImportReport(path=str(path), format=fmt, users=totals.users, threads=totals.threads,
                         inserted=totals.inserted, duplicates=totals.duplicates, summaries=totals.summaries,

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Collection, Mapping
 from zoneinfo import ZoneInfo
 
 from tqdm import tqdm
@@ -111,6 +111,7 @@ class ImportContext:
     issues: Issues
     progress: bool
     now: datetime
+    claim: Callable[[Collection[str]], None]  # once the file is read: its users' locks and the transaction
     update: bool = False  # a re-imported id with other content replaces the stored text
 
 

@@ -76,9 +76,10 @@ class Store:
         """Let DuckDB drop the blocks it cached: after a one-off read of much of a table (`Database.release_buffers`)."""
         self.db.release_buffers()
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """All-or-nothing: the writes inside commit together (nested calls join the outer one)."""
-        return self.db.transaction()
+    def transaction(self, *, beside_others: bool = False) -> AbstractContextManager[None]:
+        """All-or-nothing: the writes inside commit together (nested calls join the outer one);
+        `beside_others` as `Database.transaction` takes it (an import's)."""
+        return self.db.transaction(beside_others=beside_others)
 
     def close(self) -> None:
         self.db.close()
@@ -109,7 +110,9 @@ class Store:
         if not rows:
             raise UnknownUserError(f"unknown user {user_id!r}: add it first (add_user, POST /api/users, or "
                                    "`convsearch ingest FILE --user`)")
-        user = self._users[user_id] = user_from_row(rows[0])
+        user = user_from_row(rows[0])
+        if not self.db.in_transaction():  # one an import creates is not there if the import rolls back
+            self._users[user_id] = user
         return user
 
     def delete_user(self, user_id: str) -> int:

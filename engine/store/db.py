@@ -3,8 +3,9 @@
 DuckDB allows one writer process per file; a second process (or a second engine on the same file in
 one process) gets StoreLockedError, never a corrupt file. Inside a process the connection is shared
 under one lock, so the HTTP server's worker threads take turns for writes; a read outside the
-reader's own transaction runs beside them on a cursor of its own (engine/store/readers.py), so an
-import's long transaction holds no one's reads up.
+reader's own transaction runs beside them on a cursor of its own (engine/store/readers.py). An
+import's long transaction runs on a connection of its own (`transaction(beside_others=True)`), so it
+holds up neither reads nor other users' writes: DuckDB's transactions conflict only on the same rows.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence, cast
 import duckdb
 import pyarrow as pa
 
-from engine.errors import ConvsearchError, EngineClosedError, InvalidInputError, StoreLockedError
+from engine.errors import ConvsearchError, EngineClosedError, InvalidInputError, StoreBusyError, StoreLockedError
 from engine.store.readers import CLOSED, ReaderPool, is_read
 
 __all__ = ["Database", "SCHEMA_VERSION", "MIGRATIONS", "in_values"]
@@ -183,7 +184,10 @@ class Database:
         self._con.execute(f"SET threads = {DUCKDB_THREADS}")
         self._lock = threading.RLock()
         self._depth = 0
-        self._writer: int | None = None  # the thread whose transaction is open
+        self._writer: int | None = None  # the thread whose transaction is open on the shared connection
+        self._own = threading.local()  # this thread's transaction on a connection of its own: .cursor, .depth
+        self._beside = 0  # transactions open on connections of their own (under the lock)
+        self._beside_done = threading.Condition(self._lock)
         self._readers: ReaderPool | None = None  # none until migrated: the first reads see the new schema
         if not read_only:
             self._migrate()
@@ -191,6 +195,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
+            self._beside_done.wait_for(lambda: not self._beside)  # an import in flight commits or rolls back first
             readers, self._readers = self._readers, None
             if readers is not None:
                 readers.close()
@@ -199,8 +204,22 @@ class Database:
         self._release()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """All-or-nothing: nested calls join the outer transaction."""
+    def transaction(self, *, beside_others: bool = False) -> Iterator[None]:
+        """All-or-nothing: nested calls join the outer transaction. `beside_others`: on a connection
+        of its own, so other threads' statements and transactions run meanwhile; for a long write
+        (an import) whose rows no one else writes (the caller holds those users' writer locks)."""
+        own = getattr(self._own, "cursor", None)
+        if own is not None:
+            self._own.depth += 1
+            try:
+                yield
+            finally:
+                self._own.depth -= 1
+            return
+        if beside_others and self._writer != threading.get_ident():
+            with self._transaction_beside():
+                yield
+            return
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -221,6 +240,35 @@ class Database:
             finally:
                 self._depth, self._writer = 0, None
 
+    @contextmanager
+    def _transaction_beside(self) -> Iterator[None]:
+        with self._lock:
+            cursor = self._con.cursor()
+            self._beside += 1
+        try:
+            cursor.execute("BEGIN TRANSACTION")
+            self._own.cursor, self._own.depth = cursor, 1
+            try:
+                yield
+            except BaseException:
+                cursor.execute("ROLLBACK")
+                raise
+            try:
+                cursor.execute("COMMIT")
+            except duckdb.TransactionException as exc:
+                raise StoreBusyError(f"another write changed the same rows meanwhile ({str(exc).splitlines()[0][:200]}); "
+                                     "nothing of this one was stored: run it again") from None
+        finally:
+            self._own.cursor = None
+            cursor.close()
+            with self._lock:
+                self._beside -= 1
+                self._beside_done.notify_all()
+
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside a transaction (what it reads may yet roll back)."""
+        return getattr(self._own, "cursor", None) is not None or self._writer == threading.get_ident()
+
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         with self._connection_for(sql) as connection, _values_checked():
             return connection.execute(sql, params or []).fetchall()
@@ -234,7 +282,12 @@ class Database:
         """The writer's connection, under the lock. A read outside this thread's own transaction that
         finds the lock held by another thread's transaction runs on a reader cursor instead of
         waiting for it; when the lock is free it takes the writer's connection, where a point read
-        costs less (406-420 against 432-457 us on a reader cursor)."""
+        costs less (406-420 against 432-457 us on a reader cursor). Inside this thread's transaction
+        beside the others, its own connection."""
+        own = getattr(self._own, "cursor", None)
+        if own is not None:
+            yield own
+            return
         readers = self._readers
         if readers is None or self._writer == threading.get_ident() or not is_read(sql):
             with self._lock:
@@ -261,48 +314,35 @@ class Database:
         if batch.num_rows == 0:
             return
         columns = ", ".join(batch.column_names)
-        with self._lock, self._rows_of(batch, columns) as (rows, values):
+        with self._writing() as (connection, in_transaction), _rows_of(connection, batch, columns) as (rows, values):
             insert = f"INTO {table_name} ({columns}) {rows}"
             if not or_ignore:
-                self._con.execute(f"INSERT {insert}", values)
-            elif self._depth:
-                self._con.execute(f"INSERT OR IGNORE {insert}", values)
+                connection.execute(f"INSERT {insert}", values)
+            elif in_transaction:
+                connection.execute(f"INSERT OR IGNORE {insert}", values)
             else:
-                self._insert_or_ignore(insert, values)
+                _insert_or_ignore(connection, insert, values)
 
     @contextmanager
-    def _rows_of(self, batch: pa.Table, columns: str) -> Iterator[tuple[str, list[Any]]]:
-        """The batch as an INSERT's rows and their parameters: up to SMALL_INSERT_ROWS rows as one
-        parametrised VALUES list (the live path's message and vectors, where registering an Arrow
-        table costs more than the insert), more as the registered table `_batch`."""
-        if batch.num_rows <= SMALL_INSERT_ROWS:
-            row = "(" + ", ".join("?" * batch.num_columns) + ")"
-            yield (f"VALUES {', '.join([row] * batch.num_rows)}",
-                   [value for record in batch.to_pylist() for value in record.values()])
+    def _writing(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, bool]]:
+        """The connection this thread writes on, and whether a transaction is open on it."""
+        own = getattr(self._own, "cursor", None)
+        if own is not None:
+            yield own, True
             return
-        self._con.register("_batch", batch)
-        try:
-            yield f"SELECT {columns} FROM _batch", []
-        finally:
-            self._con.unregister("_batch")
-
-    def _insert_or_ignore(self, insert: str, values: list[Any]) -> None:
-        """Outside a transaction: the cheap plain insert, and "or ignore" when a key was already there."""
-        try:
-            self._con.execute(f"INSERT {insert}", values)
-        except duckdb.ConstraintException:
-            self._con.execute(f"INSERT OR IGNORE {insert}", values)
+        with self._lock:
+            yield self._con, bool(self._depth)
 
     def execute_with(self, batch: pa.Table, sql: str, params: Sequence[Any] | None = None) -> None:
         """Run `sql` with `batch` readable as the table `_batch` (one UPDATE ... FROM _batch for many rows)."""
         if batch.num_rows == 0:
             return
-        with self._lock, _values_checked():
-            self._con.register("_batch", batch)
+        with self._writing() as (connection, _), _values_checked():
+            connection.register("_batch", batch)
             try:
-                self._con.execute(sql, params or [])
+                connection.execute(sql, params or [])
             finally:
-                self._con.unregister("_batch")
+                connection.unregister("_batch")
 
     def schema_version(self) -> int:
         rows = self.execute("SELECT max(version) FROM schema_version")
@@ -343,9 +383,36 @@ class Database:
         if self.path == ":memory:":
             return
         with self._lock, self.reads_held_off():
+            if self._beside:
+                return  # an import's statements would fail to pin their blocks: the next call frees them
             try:
                 self._con.execute("SET memory_limit = '1MB'")
             except duckdb.Error:
                 pass  # more than that is pinned (a transaction's data): what could go went
             finally:
                 self._con.execute("RESET memory_limit")
+
+
+@contextmanager
+def _rows_of(connection: duckdb.DuckDBPyConnection, batch: pa.Table, columns: str) -> Iterator[tuple[str, list[Any]]]:
+    """The batch as an INSERT's rows and their parameters: up to SMALL_INSERT_ROWS rows as one
+    parametrised VALUES list (the live path's message and vectors, where registering an Arrow
+    table costs more than the insert), more as the registered table `_batch`."""
+    if batch.num_rows <= SMALL_INSERT_ROWS:
+        row = "(" + ", ".join("?" * batch.num_columns) + ")"
+        yield (f"VALUES {', '.join([row] * batch.num_rows)}",
+               [value for record in batch.to_pylist() for value in record.values()])
+        return
+    connection.register("_batch", batch)
+    try:
+        yield f"SELECT {columns} FROM _batch", []
+    finally:
+        connection.unregister("_batch")
+
+
+def _insert_or_ignore(connection: duckdb.DuckDBPyConnection, insert: str, values: list[Any]) -> None:
+    """Outside a transaction: the cheap plain insert, and "or ignore" when a key was already there."""
+    try:
+        connection.execute(f"INSERT {insert}", values)
+    except duckdb.ConstraintException:
+        connection.execute(f"INSERT OR IGNORE {insert}", values)
