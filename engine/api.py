@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Liter
 
 import numpy as np
 
+from engine.collector import fewer_collections
 from engine.config import Settings, data_dir
 from engine.embedding_choice import documents_embedder, query_embedder
 from engine.query.context import ContextAssembler, ContextPayload
@@ -165,7 +166,7 @@ class ConversationEngine:
         """Import a file (all-or-nothing unless skip_bad); imported users are lexically searchable at once.
         With `update`, a re-imported id whose text changed gets the new text, re-indexed."""
         phase = Phases()
-        with file_errors(path):  # once read, the file's users' locks: others write beside it
+        with file_errors(path), fewer_collections():  # once read, the file's users' locks: others write beside it
             log.info("import path=%s format=%s: reading and storing", path, fmt)
             with phase("store"), self.summaries.storing(None):
                 report = import_file(self.store, self.ingestor, as_path(path), fmt=fmt, user_id=user_id,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bench_bulk_ingest, bench_many_threads, bench_micro, run_scale
+from benchmarks import bench_bulk_ingest, bench_import_beside, bench_many_threads, bench_micro, run_scale
 from benchmarks.generate import (DEFAULT_START, LATEST_END, MIN_MESSAGES_PER_DAY, SyntheticEmbedder, ThreadParams,
                                  generate, iter_messages, make_queries)
 from benchmarks.naive import NaiveHybrid, from_shard
@@ -165,3 +165,11 @@ def test_bulk_ingest_loads_the_same_messages_both_ways_and_finds_them(tmp_path: 
     for result in results:
         assert result["messages"] == 300 and result["hits"] > 0
         assert result["until_first_answer_s"] >= result["seconds"] and "summaries" in result["phases_s"]
+
+
+def test_import_beside_reports_another_users_writes_and_keeps_them(tmp_path: Path) -> None:
+    out = tmp_path / "beside.json"
+    result = bench_import_beside.main(["--n", "400", "--every", "0.02", "--json", str(out)])
+    assert json.loads(out.read_text()) == result and result["messages"] == 400
+    assert result["writes_sent"] >= 1 and result["writes_found"] == result["writes_sent"]  # every write landed
+    assert result["writes"]["count"] == result["writes_sent"] and "store" in result["phases_s"]

@@ -266,3 +266,25 @@ def test_in_values_selects_the_listed_rows_written_inline_or_as_one_list(size: i
     assert sorted(r[0] for r in db.execute(f"SELECT id FROM t WHERE {among}", values)) == sorted(
         w for w in wanted if w != "missing")
     assert ("unnest" in among) == (len(wanted) > INLINE_VALUES)
+
+
+def test_existing_message_ids_asks_in_statements_of_a_bounded_size(tmp_path, monkeypatch):
+    """A million ids in one list held the GIL 0.67 s while DuckDB took it in, and every other
+    thread's statement waited: the ids go a bounded number a statement, with the same answer."""
+    import engine.store.core as core_module
+
+    with Store(tmp_path / "store.duckdb") as store:
+        for user in ("alice", "bob"):
+            store.ensure_user(user, "UTC")
+        ingest = Ingestor(store, idle_timeout=timedelta(minutes=30))
+        ingest.add_messages("alice", _msgs(7))
+        ingest.add_messages("bob", _msgs(4, prefix="b"))
+        asked = [f"m-{i}" for i in range(10)] + [f"b-{i}" for i in range(6)] + ["nobody"]
+        whole = store.existing_message_ids(asked)
+        statements: list[str] = []
+        execute = store.db.execute
+        monkeypatch.setattr(store.db, "execute", lambda sql, params=None: statements.append(sql) or execute(sql, params))
+        monkeypatch.setattr(core_module, "IDS_A_STATEMENT", 3)
+        assert store.existing_message_ids(asked) == whole == {**{f"m-{i}": "alice" for i in range(7)},
+                                                              **{f"b-{i}": "bob" for i in range(4)}}
+        assert len(statements) == 6  # 17 ids, 3 a statement

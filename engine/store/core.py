@@ -32,6 +32,9 @@ __all__ = ["Store", "STORE_FILENAME", "continuous_thread_id", "taken_thread"]
 STORE_FILENAME = "convsearch.duckdb"
 TAIL_PROBE = 1024  # seqs below a thread's last one where `thread_tail` looks for its last time first
 SHORT_RANGE_SEQS = 1024  # a range read as rows, not exported as Arrow: the export costs ~0.6 ms more a read
+# ids a look-up statement takes: DuckDB holds the GIL while it takes a list parameter in (a million ids:
+# 0.67 s at once), and another thread's statements wait for it; 65,536 hold it up to ~60 ms
+IDS_A_STATEMENT = 65_536
 
 _MESSAGE_SCHEMA = pa.schema([
     ("message_id", pa.string()), ("thread_id", pa.string()), ("user_id", pa.string()),
@@ -347,13 +350,13 @@ class Store:
         return [message_from_row(r) for r in rows]
 
     def existing_message_ids(self, message_ids: Iterable[str]) -> dict[str, str]:
-        """message_id -> user_id for the ids already stored."""
+        """message_id -> user_id for the ids already stored, IDS_A_STATEMENT ids a statement."""
         ids = list(message_ids)
-        if not ids:
-            return {}
-        among, values = in_values("message_id", ids)  # many: a semi-join (list_contains was 2x slower at 100k)
-        rows = self.db.execute(f"SELECT message_id, user_id FROM messages WHERE {among}", values)
-        return dict(rows)
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), IDS_A_STATEMENT):
+            among, values = in_values("message_id", ids[start:start + IDS_A_STATEMENT])  # many: a semi-join
+            found.update(self.db.execute(f"SELECT message_id, user_id FROM messages WHERE {among}", values))
+        return found
 
     def stored_contents(self, thread_id: str, message_ids: Sequence[str],
                         external_ids: Sequence[str]) -> dict[str, tuple[str, int, str]]:
