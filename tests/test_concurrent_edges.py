@@ -88,6 +88,23 @@ def test_two_requests_adding_the_same_new_user_both_get_it(tmp_path: Path) -> No
             assert got == [f"user-{round_}"] * 6, got
 
 
+def _writes_beside(engine: ConversationEngine, importer: threading.Thread,
+                   release: threading.Event) -> tuple[bool, bool]:
+    """A write of "small" and one of "big" while the import of "big" is held: whether small's was done
+    within 10 s and big's still waiting after 0.5 s. Then the import goes on and all three end."""
+    small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
+    big = threading.Thread(target=lambda: engine.ingest("big", [{"role": "user", "content": "after the import"}]))
+    small.start()
+    big.start()
+    small.join(10)
+    big.join(0.5)
+    small_done, big_waited = not small.is_alive(), big.is_alive()
+    release.set()
+    for thread in (importer, small, big):
+        thread.join(30)
+    return small_done, big_waited
+
+
 def test_an_import_holds_other_users_writes_up_for_its_store_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An import took every user's writer lock to its end: its summaries and index of one user
     (8-34 s at 100k) held every other user's writes up. After its store, it holds its own users' only."""
@@ -111,16 +128,7 @@ def test_an_import_holds_other_users_writes_up_for_its_store_only(tmp_path: Path
         importer = threading.Thread(target=lambda: reports.append(engine.import_file(source, fmt="jsonl", user_id="big")))
         importer.start()
         assert inside.wait(10)
-        small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
-        big = threading.Thread(target=lambda: engine.ingest("big", [{"role": "user", "content": "after the import"}]))
-        small.start()
-        big.start()
-        small.join(10)
-        big.join(0.5)
-        small_done, big_waited = not small.is_alive(), big.is_alive()
-        release.set()
-        for thread in (importer, small, big):
-            thread.join(30)
+        small_done, big_waited = _writes_beside(engine, importer, release)
         assert small_done, "small's ingest waited for big's import"
         assert big_waited, "big's own write did not wait for its import's summaries"
         assert len(reports) == 1 and engine.substring_search("small", "still here")
@@ -260,16 +268,7 @@ def test_other_users_write_while_an_import_stores_its_file(tmp_path: Path, monke
         engine.add_user("small")
         outcome: list[object] = []
         importer, release = _held_import(engine, source, monkeypatch, outcome)
-        small = threading.Thread(target=lambda: engine.ingest("small", [{"role": "user", "content": "still here"}]))
-        big = threading.Thread(target=lambda: engine.ingest("big", [{"role": "user", "content": "after the import"}]))
-        small.start()
-        big.start()
-        small.join(10)
-        big.join(0.5)
-        small_done, big_waited = not small.is_alive(), big.is_alive()
-        release.set()
-        for thread in (importer, small, big):
-            thread.join(30)
+        small_done, big_waited = _writes_beside(engine, importer, release)
         assert small_done, "another user's write waited for the import's transaction"
         assert big_waited, "the import's own user's write did not wait for it"
         assert [type(o).__name__ for o in outcome] == ["ImportReport"]
