@@ -94,6 +94,9 @@ DUCKDB_THREADS = 1
 READ_RETRY_S = 0.01
 
 
+# What a failed commit's message says when another transaction wrote the same rows (or took the same key)
+_CONFLICTS = ("conflict", "constraint violation", "duplicate key")
+
 # What DuckDB raises for a parameter it cannot bind (a number or list where an id belongs, a lone
 # surrogate, an arbitrary object): the caller's value, not the SQL, so it is the caller's error.
 _VALUE_ERRORS = (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.NotImplementedException)
@@ -256,6 +259,8 @@ class Database:
             try:
                 cursor.execute("COMMIT")
             except duckdb.TransactionException as exc:
+                if not any(word in str(exc).lower() for word in _CONFLICTS):
+                    raise  # a full disk, say: the caller's handlers say it
                 raise StoreBusyError(f"another write changed the same rows meanwhile ({str(exc).splitlines()[0][:200]}); "
                                      "nothing of this one was stored: run it again") from None
         finally:
