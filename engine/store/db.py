@@ -245,6 +245,8 @@ class Database:
 
     @contextmanager
     def _transaction_beside(self) -> Iterator[None]:
+        """A transaction on a cursor of this thread's own (its statements take no lock); a commit that
+        conflicts with another transaction's rows is StoreBusyError; `close` waits for it to end."""
         with self._lock:
             cursor = self._con.cursor()
             self._beside += 1
