@@ -211,8 +211,7 @@ class Database:
         """All-or-nothing: nested calls join the outer transaction. `beside_others`: on a connection
         of its own, so other threads' statements and transactions run meanwhile; for a long write
         (an import) whose rows no one else writes (the caller holds those users' writer locks)."""
-        own = getattr(self._own, "cursor", None)
-        if own is not None:
+        if self._own_cursor() is not None:
             self._own.depth += 1
             try:
                 yield
@@ -272,9 +271,13 @@ class Database:
                 self._beside -= 1
                 self._beside_done.notify_all()
 
+    def _own_cursor(self) -> duckdb.DuckDBPyConnection | None:
+        """The cursor of this thread's transaction beside the others, if one is open."""
+        return getattr(self._own, "cursor", None)
+
     def in_transaction(self) -> bool:
         """Whether this thread is inside a transaction (what it reads may yet roll back)."""
-        return getattr(self._own, "cursor", None) is not None or self._writer == threading.get_ident()
+        return self._own_cursor() is not None or self._writer == threading.get_ident()
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         with self._connection_for(sql) as connection, _values_checked():
@@ -291,7 +294,7 @@ class Database:
         waiting for it; when the lock is free it takes the writer's connection, where a point read
         costs less (406-420 against 432-457 us on a reader cursor). Inside this thread's transaction
         beside the others, its own connection."""
-        own = getattr(self._own, "cursor", None)
+        own = self._own_cursor()
         if own is not None:
             yield own
             return
@@ -333,7 +336,7 @@ class Database:
     @contextmanager
     def _writing(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, bool]]:
         """The connection this thread writes on, and whether a transaction is open on it."""
-        own = getattr(self._own, "cursor", None)
+        own = self._own_cursor()
         if own is not None:
             yield own, True
             return
