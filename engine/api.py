@@ -285,9 +285,10 @@ class ConversationEngine:
         candidates = set(self.users()) if imported is None else imported | self.pipeline.loaded_users()
         return [user for user in sorted(candidates) if catch_up(self, user)]
 
-    def embedding_paused(self) -> ContextManager[None]:
-        """Inside, embedding stops before its next batch, the rest left pending (a server's stop; done batches stay cached)."""
-        return self.pipeline.embedding_paused_while()
+    def indexing_paused(self) -> ContextManager[None]:
+        """Inside, embedding stops before its next batch, the rest left pending (a server's stop; done batches stay
+        cached), and an index catch-up before its next piece: the next start does it from the store."""
+        return self.pipeline.paused_while()
 
     # Search ---------------------------------------------------------------------------------
     def search(self, user_id: str, query: str, *, day: str | date | None = None, recency_days: float | None = None,

@@ -31,6 +31,7 @@ __all__ = [
     "SettingsError",
     "ForbiddenError",
     "ServerUnavailableError",
+    "IndexingPausedError",
     "StorageFullError",
     "storage_error",
 ]
@@ -184,6 +185,12 @@ class ServerUnavailableError(ConvsearchError):
     code = "server_unavailable"
     http_status = 503
     exit_code = 12
+
+
+class IndexingPausedError(ServerUnavailableError):
+    """A server is stopping: an index catch-up in progress was left for its next start (the store keeps every message)."""
+
+    code = "indexing_paused"
 
 
 class StorageFullError(ConvsearchError):

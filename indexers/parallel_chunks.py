@@ -7,7 +7,9 @@ from its cut to a little past the next one. Where a segment's windows reach a st
 segment's windows, the next segment's take over. On a 100k-message generated thread the two
 met at the cut's first or second window; where they do not meet, the caller chunks the thread
 alone. Workers also tokenize their windows for BM25, the other half of a build's CPU, and send
-the tokens encoded (indexers/encoded_tokens.py).
+the tokens encoded (indexers/encoded_tokens.py). The engine's own share is chunked in pieces of
+OWN_PIECE messages, each from the last window the piece before began (`chunk_here`), so that a
+stopping server (`stop`) leaves a long catch-up between two pieces, not after it.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ import operator
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from engine.collector import fewer_collections
+from engine.errors import IndexingPausedError
 from engine.subprocesses import WorkerProcess
 from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, TurnRow, chunk_thread
 from indexers.encoded_tokens import EncodedTokens
 from indexers.lexical import LexicalTokenizer
 
-__all__ = ["NO_WORKERS", "PARALLEL_MIN_MESSAGES", "ChunkWorkers", "Chunked", "chunk_in_parallel", "chunk_segment", "stitched",
-           "tokens_of"]
+__all__ = ["NO_WORKERS", "PARALLEL_MIN_MESSAGES", "OWN_PIECE", "ChunkWorkers", "Chunked", "Stop", "chunk_here",
+           "chunk_in_parallel", "chunk_segment", "never", "stitched", "tokens_of"]
 
 log = logging.getLogger("convsearch.index")
 
@@ -38,11 +41,18 @@ PARALLEL_MIN_MESSAGES = 10_000  # below this a worker's start (~0.5 s) and the t
 # 6.86 at 1.25 (six at 0.95: 6.75; docs/benchmarks.md).
 OWN_WEIGHT = 1.05
 _REACH = 256  # messages a segment reads past the next one's cut, so that the two meet
+OWN_PIECE = 25_000  # messages the engine's process chunks between two looks at `stop` (~2 s here)
 _FIELDS = operator.attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as a tuple: half the pickling time
 
 Chunked = tuple[list[Chunk], EncodedTokens]  # windows in order, and their BM25 tokens
+Stop = Callable[[], bool]  # whether to leave the work (a server stopping): IndexingPausedError
 
 _TURN_FIELDS = operator.attrgetter(*TurnRow._fields)  # a message as the tuple a worker rebuilds its TurnRow from
+
+
+def never() -> bool:
+    """The default `stop`: a build that is never left (the CLI's index and reindex)."""
+    return False
 
 
 class ChunkWorkers:
@@ -107,24 +117,28 @@ def tokens_of(chunks: Sequence[Chunk], tokenizer: LexicalTokenizer) -> EncodedTo
 
 
 def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter,
-                      tokenizer: LexicalTokenizer, workers: ChunkWorkers) -> Chunked | None:
+                      tokenizer: LexicalTokenizer, workers: ChunkWorkers, stop: Stop = never) -> Chunked | None:
     """The thread's windows and tokens, made here and in `workers.count` worker processes; None when
     that does not pay (a short thread, no workers) or did not work (a worker failed, segments that
-    never met): the caller chunks the thread alone then."""
+    never met): the caller chunks the thread alone then. `stop` is looked at between the engine's
+    pieces; when it says so, the workers are killed and IndexingPausedError raised."""
     count = workers.count
     if count < 1 or len(messages) < PARALLEL_MIN_MESSAGES:
         return None
-    weights = [OWN_WEIGHT, *[1.0] * count]
-    cuts = [round(len(messages) * sum(weights[:i]) / sum(weights)) for i in range(count + 2)]
-    segments = [messages[cuts[i]:cuts[i + 1] + _REACH] for i in range(count + 1)]
+    segments = _cut(messages, [OWN_WEIGHT, *[1.0] * count])
     processes: list[WorkerProcess] = []
     warm = _warm(counter, tokenizer)
     try:
+        processes.extend(workers.take() for _ in segments[1:])  # here, not on the carriers: a stop kills them all
         with ThreadPoolExecutor(count, thread_name_prefix="chunk-worker") as carriers:
-            futures = [carriers.submit(_chunk_elsewhere, workers, processes, segment, params, warm)
-                       for segment in segments[1:]]
-            own = chunk_thread(segments[0], params, counter)
-            parts = [(own, tokens_of(own, tokenizer))]
+            futures = [carriers.submit(_chunk_elsewhere, process, segment, params, warm)
+                       for process, segment in zip(processes, segments[1:])]
+            try:
+                parts = [chunk_here(segments[0], params, counter, tokenizer, stop)]
+            except IndexingPausedError:
+                for process in processes:
+                    process.kill()
+                raise
             parts.extend(future.result() for future in futures)
     except OSError as exc:  # WorkerFailed, or a worker that could not start
         log.warning("chunking in worker processes failed (%s): the thread is chunked in the engine's process", exc)
@@ -138,6 +152,44 @@ def chunk_in_parallel(messages: Sequence[Turn], params: ChunkParams, counter: To
     return whole
 
 
+def chunk_here(messages: Sequence[Turn], params: ChunkParams, counter: TokenCounter, tokenizer: LexicalTokenizer,
+               stop: Stop = never) -> Chunked:
+    """The thread's windows and tokens made in this process, OWN_PIECE messages at a time with a look at
+    `stop` before each (IndexingPausedError). Each piece starts where the last window of the piece
+    before began, a start of the whole run (indexers/chunking.py is restartable): that window alone
+    is made twice, as the one a piece's end may cut short."""
+    chunks: list[Chunk] = []
+    tokens: list[EncodedTokens] = []
+    at = 0
+    while at < len(messages):
+        if stop():
+            raise IndexingPausedError("the server is stopping: the index catch-up was left for its next start "
+                                      "(the store keeps every message); try again once it is back")
+        end = min(at + OWN_PIECE, len(messages))
+        made = chunk_thread(messages[at:end], params, counter)
+        restart = end
+        if end < len(messages) and made:
+            restart = bisect.bisect_left(messages, made[-1].from_seq, lo=at, key=_seq)
+        if restart <= at:  # one window as long as the piece (never seen): the rest in one go
+            made, restart = chunk_thread(messages[at:], params, counter), len(messages)
+        elif restart < end:
+            made = [chunk for chunk in made if chunk.from_seq < made[-1].from_seq]
+        chunks += made
+        tokens.append(tokens_of(made, tokenizer))
+        at = restart
+    return chunks, tokens[0] if len(tokens) == 1 else EncodedTokens.joined(tokens)
+
+
+def _seq(turn: Turn) -> int:
+    return turn.seq
+
+
+def _cut(messages: Sequence[Turn], weights: Sequence[float]) -> list[Sequence[Turn]]:
+    """Consecutive segments in these proportions, each reaching _REACH messages into the next."""
+    cuts = [round(len(messages) * sum(weights[:i]) / sum(weights)) for i in range(len(weights) + 1)]
+    return [messages[cuts[i]:cuts[i + 1] + _REACH] for i in range(len(weights))]
+
+
 def _warm(counter: TokenCounter, tokenizer: LexicalTokenizer) -> bytes:
     """The engine's counter and tokenizer with what they memoised: a server's memos know most words
     of a thread, and with a worker that started without them a 100k-message reindex took 1-3 s
@@ -145,10 +197,7 @@ def _warm(counter: TokenCounter, tokenizer: LexicalTokenizer) -> bytes:
     return pickle.dumps((counter, tokenizer), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _chunk_elsewhere(workers: ChunkWorkers, processes: list[WorkerProcess], segment: Sequence[Turn],
-                     params: ChunkParams, warm: bytes) -> Chunked:
-    process = workers.take()
-    processes.append(process)
+def _chunk_elsewhere(process: WorkerProcess, segment: Sequence[Turn], params: ChunkParams, warm: bytes) -> Chunked:
     rows = list(map(_TURN_FIELDS, segment))
     chunks, tokens = process.call(chunk_segment, rows, params, warm)
     return [Chunk(*fields) for fields in chunks], tokens

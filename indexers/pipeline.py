@@ -4,8 +4,9 @@
   windows to BM25 at once: a message is lexically searchable as soon as ingest returns.
 * `embed_pending` embeds the windows that have no vector yet (cache first), in batches whose
   results are cached as they come, so an interrupted job loses at most one batch. While
-  `embedding_paused` is set, embedding stops before its next batch and leaves the rest pending
-  (a server stopping with a backlog: the next start takes the batches done from the cache).
+  `paused` is set, embedding stops before its next batch and leaves the rest pending (a server
+  stopping with a backlog: the next start takes the batches done from the cache), and a catch-up
+  stops before its next read or piece of a thread (IndexingPausedError), the shard as it was.
 * `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
   new version and swaps it in; readers keep the old shard object until the swap.
 * Every shard also holds its user's message metadata (`MessageTable`, never saved): loaded from
@@ -80,7 +81,7 @@ class IndexReport:
 
 
 class EmbeddingPaused(Exception):
-    """Embedding stopped between batches because `embedding_paused` was set; `left` texts were not
+    """Embedding stopped between batches because `paused` was set; `left` texts were not
     embedded. Caught where the embedding loops start: it never reaches a caller of the engine."""
 
     def __init__(self, left: int) -> None:
@@ -100,16 +101,17 @@ class IndexPipeline:
         self._shards: dict[str, Shard] = {}
         self._loading: dict[str, threading.Lock] = {}  # per user: readers never see a half-loaded
         self._loading_guard = threading.Lock()  # shard, and one user's load never holds up another's
-        self.embedding_paused = threading.Event()
+        self.paused = threading.Event()
 
     @contextmanager
-    def embedding_paused_while(self) -> Iterator[None]:
-        """Inside: embedding stops before its next batch of texts and leaves the rest pending."""
-        self.embedding_paused.set()
+    def paused_while(self) -> Iterator[None]:
+        """Inside: embedding stops before its next batch of texts and leaves the rest pending, and a
+        catch-up before its next read or piece (IndexingPausedError)."""
+        self.paused.set()
         try:
             yield
         finally:
-            self.embedding_paused.clear()
+            self.paused.clear()
 
     def spec(self) -> BuildSpec:
         return BuildSpec(
@@ -203,7 +205,8 @@ class IndexPipeline:
 
     def _update_threads(self, shard: Shard, last_seqs: Mapping[str, int]) -> Iterator[tuple[int, int, int]]:
         """For the threads past their watermarks, a read's worth at a time: their messages from
-        their tails on put into the shard and re-chunked; (messages, windows added, removed)."""
+        their tails on put into the shard and re-chunked; (messages, windows added, removed). While
+        `paused` is set, IndexingPausedError leaves the reads not chunked yet (a stopping server)."""
         behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
                   if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
         with ChunkWorkers(self.params.build_workers) as workers:
@@ -214,7 +217,7 @@ class IndexPipeline:
                 read = turns_by_thread(threads, table)
                 del table  # its texts are the turns' now: a long thread's would be held twice
                 added, removed = rechunk_tails(shard, {t: (found, behind[t][1]) for t, found in read.items()},
-                                               self.params.chunk, self.counter, workers)
+                                               self.params.chunk, self.counter, workers, self.paused.is_set)
                 yield messages, added, removed
 
     def embed_pending(self, user_id: str, *, progress: Progress | None = None, from_label: int = 0,
@@ -277,7 +280,7 @@ class IndexPipeline:
                        cache: EmbeddingCache | None = None) -> tuple[np.ndarray, int]:
         """Vectors of texts keyed by content hash, from the cache (default: the windows') where it
         has them; (vectors, hits). What is missing is embedded and cached `batch` texts at a time:
-        a crash loses one batch, and `embedding_paused` raises EmbeddingPaused between batches."""
+        a crash loses one batch, and `paused` raises EmbeddingPaused between batches."""
         cache = cache or self.cache
         if self.embedder is None or cache is None:
             raise ValueError("no embedder is configured")
@@ -287,7 +290,7 @@ class IndexPipeline:
         hits = sum(1 for h in hashes if h in known)
         missing = sorted({h: t for h, t in zip(hashes, texts) if h not in known}.items())
         for start in range(0, len(missing), batch):
-            if self.embedding_paused.is_set():
+            if self.paused.is_set():
                 raise EmbeddingPaused(len(missing) - start)
             part = missing[start:start + batch]
             vectors = self.embedder.embed([text for _, text in part])

@@ -8,28 +8,28 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from indexers.chunking import Chunk, ChunkParams, Turn, WordPieceCounter, chunk_thread
+from indexers.chunking import Chunk, ChunkParams, Turn, WordPieceCounter
 from indexers.encoded_tokens import EncodedTokens
-from indexers.lexical import LexicalTokenizer
-from indexers.parallel_chunks import NO_WORKERS, ChunkWorkers, Chunked, chunk_in_parallel, tokens_of
+from indexers.parallel_chunks import NO_WORKERS, ChunkWorkers, Stop, chunk_here, chunk_in_parallel, never
 from indexers.shard import Shard
 
 __all__ = ["rechunk_tails"]
 
 
 def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]], params: ChunkParams,
-                  counter: WordPieceCounter, workers: ChunkWorkers = NO_WORKERS) -> tuple[int, int]:
+                  counter: WordPieceCounter, workers: ChunkWorkers = NO_WORKERS, stop: Stop = never) -> tuple[int, int]:
     """Re-chunk threads (thread -> (messages from the manifest's tail to the end, last seq)) from
     their last windows on into the shard and advance its manifest; (added, removed). Each thread is
     chunked alone (a long tail with `workers` processes) and the shard changed once: an import of a
-    chat export holds thousands of short threads."""
+    chat export holds thousands of short threads. When `stop` says so while they are chunked
+    (IndexingPausedError), the shard is left as it was."""
     old = shard.labels_from({thread_id: shard.manifest.tails.get(thread_id, 0) for thread_id in tails})
     fresh: list[Chunk] = []
     tokens: list[EncodedTokens] = []
     marks: dict[str, tuple[int, int]] = {}
     for thread_id, (messages, last_seq) in tails.items():
-        made, made_tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers)
-                             or _chunked_here(messages, params, counter, shard.tokenizer))
+        made, made_tokens = (chunk_in_parallel(messages, params, counter, shard.tokenizer, workers, stop)
+                             or chunk_here(messages, params, counter, shard.tokenizer, stop))
         fresh += made
         tokens.append(made_tokens)
         marks[thread_id] = (last_seq, made[-1].from_seq if made else shard.manifest.tails.get(thread_id, 0))
@@ -37,12 +37,6 @@ def rechunk_tails(shard: Shard, tails: Mapping[str, tuple[Sequence[Turn], int]],
                                      EncodedTokens.joined(tokens))
     shard.manifest = shard.manifest.advanced(marks, chunks=len(shard.chunks), next_label=shard.manifest.next_label)
     return added, removed
-
-
-def _chunked_here(messages: Sequence[Turn], params: ChunkParams, counter: WordPieceCounter,
-                  tokenizer: LexicalTokenizer) -> Chunked:
-    made = chunk_thread(messages, params, counter)
-    return made, tokens_of(made, tokenizer)
 
 
 def _replace_chunks(shard: Shard, old_labels: Sequence[int], fresh: Sequence[Chunk],

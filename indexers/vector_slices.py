@@ -71,7 +71,7 @@ def embed_slice(pipeline: IndexPipeline, planned: Sliced) -> dict[str, np.ndarra
     """Without the lock: the model's vectors for what the cache lacked, in one call (the slice is
     the batch); None when embedding is paused (a stopping server: the slice stays pending)."""
     assert pipeline.embedder is not None
-    if pipeline.embedding_paused.is_set():
+    if pipeline.paused.is_set():
         return None
     missing = planned.missing()
     if not missing:

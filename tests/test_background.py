@@ -79,7 +79,7 @@ class PausingEmbedder(HashEmbedder):
         self.calls += 1
         self.texts += len(texts)
         if self.calls == self.hold_call and self.engine is not None:
-            wait_for(self.engine.pipeline.embedding_paused.is_set, seconds=3)
+            wait_for(self.engine.pipeline.paused.is_set, seconds=3)
         return super().embed(texts)
 
 
@@ -96,7 +96,7 @@ def test_a_stopping_server_leaves_its_backlog_pending_and_the_next_start_embeds_
         # The server stopped during the second batch: no third, none in the step run at stop.
         assert held.calls == 2
         assert engine.pipeline.needs_index("u")
-        assert not engine.pipeline.embedding_paused.is_set()  # a stopped server leaves the engine as it was
+        assert not engine.pipeline.paused.is_set()  # a stopped server leaves the engine as it was
     fresh = PausingEmbedder()
     with open_engine(tmp_path / "fresh", fresh, summaries=False) as engine:
         engine.add_user("u", "UTC")
@@ -120,7 +120,7 @@ def test_summaries_left_unembedded_by_a_pause_are_embedded_by_the_next_step(tmp_
         for k in range(4):  # days ~3.5 apart: each batch closes the last one's day and conversation
             engine.ingest("u", batch(k, 100), index=False)
         assert engine.summary_index.embeds_pending("u")
-        with engine.embedding_paused():
+        with engine.indexing_paused():
             assert engine.summary_index.embed_pending("u") == 0
         assert engine.summary_index.embeds_pending("u")  # still pending, not marked done
         assert engine.summary_index.embed_pending("u", limit=2) == 2  # a background step's slice

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import numpy as np
 
+from engine.errors import IndexingPausedError
 from engine.facade_edges import by_thread, disk_errors, guarded_write
 from engine.importers import ImportReport
 from engine.models import IngestResult, Summary
@@ -133,19 +134,27 @@ def catch_up(engine: ConversationEngine, user_id: str) -> bool:
     store or lacks vectors, and embed summaries without vectors; whether there was anything to do.
     Takes the user's lock only when there is, and embeds a backlog in slices, windows then
     summaries, the model outside the lock: a live ingest for that user waits for a slice's
-    bookkeeping, not for the model."""
+    bookkeeping, not for the model. A stopping server (`indexing_paused`) leaves the lexical catch-up
+    in progress between two pieces, and its next start catches up from the store."""
+    if engine.pipeline.paused.is_set() and engine.pipeline.loaded(user_id) is None:
+        return False  # a stopping server saves the shards it holds; it loads none (seconds at 1M)
     needs_index = engine.pipeline.needs_index(user_id)
     if not needs_index and not engine.summary_index.embeds_pending(user_id):
         return False
-    if needs_index:
-        _in_slices(engine, user_id, lambda: plan_slice(engine.pipeline, user_id, WINDOW_SLICE),
-                   lambda planned, made: keep_slice(engine.pipeline, planned, made))
-    _in_slices(engine, user_id, lambda: engine.summary_index.plan_slice(user_id, SUMMARY_SLICE),
-               engine.summary_index.keep_slice)
-    with engine.locks.user(user_id), disk_errors():
+    try:
         if needs_index:
-            engine.pipeline.index(user_id)
-        engine.summary_index.embed_pending(user_id)
+            _in_slices(engine, user_id, lambda: plan_slice(engine.pipeline, user_id, WINDOW_SLICE),
+                       lambda planned, made: keep_slice(engine.pipeline, planned, made))
+        _in_slices(engine, user_id, lambda: engine.summary_index.plan_slice(user_id, SUMMARY_SLICE),
+                   engine.summary_index.keep_slice)
+        with engine.locks.user(user_id), disk_errors():
+            if needs_index:
+                engine.pipeline.index(user_id)
+            if not engine.pipeline.paused.is_set():  # paused, it would build the summaries' index to embed nothing
+                engine.summary_index.embed_pending(user_id)
+    except IndexingPausedError:
+        log.info("catch_up.paused user=%s: the next start indexes the rest from the store", user_id)
+        return False
     return True
 
 
@@ -153,8 +162,8 @@ def _in_slices(engine: ConversationEngine, user_id: str, plan: Callable[[], Plan
                keep: Callable[[Planned, dict[str, np.ndarray]], int]) -> None:
     """A backlog a slice at a time (indexers.vector_slices): `plan` under the user's lock, the model
     without it, `keep` under the lock again, until nothing is left or embedding is paused (a
-    stopping server); writers waiting for the lock go first between slices."""
-    while True:
+    stopping server: nothing is planned then); writers waiting for the lock go first between slices."""
+    while not engine.pipeline.paused.is_set():
         with engine.locks.user(user_id), disk_errors():  # a full disk: StorageFullError, as for any write
             planned = plan()
         made = embed_slice(engine.pipeline, planned) if planned is not None else None

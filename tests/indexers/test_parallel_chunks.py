@@ -21,7 +21,8 @@ from engine.config import Settings
 from engine.subprocesses import WorkerProcess
 from indexers.chunking import ChunkParams, chunk_thread
 from indexers.lexical import LexicalTokenizer
-from indexers.parallel_chunks import Chunked, ChunkWorkers, stitched, tokens_of
+from engine.errors import IndexingPausedError
+from indexers.parallel_chunks import Chunked, ChunkWorkers, chunk_here, stitched, tokens_of
 from tests.indexers.test_chunking import counter, long_text, msg
 
 TOKENIZER = LexicalTokenizer()
@@ -56,6 +57,37 @@ def test_segments_stitched_at_any_cuts_equal_the_thread_chunked_alone(seed: int)
     chunks, tokens = result
     assert [c.chunk_id for c in chunks] == [c.chunk_id for c in alone] and chunks == alone
     assert tokens.lists() == [TOKENIZER.tokenize(c.text) for c in alone]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_thread_chunked_here_in_pieces_equals_the_thread_chunked_alone(seed: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's pieces (a look at `stop` between each) change no window, token or id."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(parallel_chunks, "OWN_PIECE", rng.choice((3, 20, 150, 290)))
+    messages = _thread(rng.choice((400, 700)), seed)
+    params = ChunkParams(window_tokens=rng.choice((64, 128, 254)), overlap_messages=rng.choice((0, 1, 2, 4)))
+    looks: list[int] = []
+
+    def stop() -> bool:
+        looks.append(1)
+        return False
+
+    chunks, tokens = chunk_here(messages, params, counter(), TOKENIZER, stop=stop)
+    alone = chunk_thread(messages, params, counter())
+    assert len(looks) >= 2  # it did go in pieces
+    assert [c.chunk_id for c in chunks] == [c.chunk_id for c in alone] and chunks == alone
+    assert tokens.lists() == [TOKENIZER.tokenize(c.text) for c in alone]
+
+
+def test_a_stop_between_pieces_leaves_the_rest_unchunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_chunks, "OWN_PIECE", 100)
+    made: list[int] = []
+    real = parallel_chunks.chunk_thread
+    monkeypatch.setattr(parallel_chunks, "chunk_thread", lambda *args: made.append(1) or real(*args))
+    with pytest.raises(IndexingPausedError, match="try again once it is back"):
+        chunk_here(_thread(600, 1), ChunkParams(), counter(), TOKENIZER, stop=lambda: len(made) >= 2)
+    assert len(made) == 2  # of six pieces
 
 
 def test_segments_that_never_meet_are_refused_not_glued() -> None:
@@ -104,6 +136,22 @@ def test_a_workers_tokens_come_back_encoded_one_string_per_distinct_term(monkeyp
     distinct = set(tokens.terms)
     assert len(tokens.ids) > 5 * len(distinct)  # words repeat: the check below has something to find
     assert len(tokens.terms) <= 2 * len(distinct)  # each part's terms once: the engine's and the worker's
+
+
+@pytest.mark.process
+def test_a_stop_during_the_engines_pieces_kills_the_worker_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopping server must not wait for the worker's whole segment (~3 s at 100k messages here)."""
+    monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
+    monkeypatch.setattr(parallel_chunks, "OWN_PIECE", 100)
+    started = _started_workers(monkeypatch)
+    made: list[int] = []
+    real = parallel_chunks.chunk_thread
+    monkeypatch.setattr(parallel_chunks, "chunk_thread", lambda *args: made.append(1) or real(*args))
+    with pytest.raises(IndexingPausedError):
+        parallel_chunks.chunk_in_parallel(_thread(900, 4), ChunkParams(), counter(), TOKENIZER, ChunkWorkers(1),
+                                          stop=lambda: len(made) >= 1)
+    assert len(made) == 1 and len(started) == 1
+    assert started[0][0].process.wait(timeout=20) == -9  # killed, not stopped after its segment
 
 
 @pytest.mark.process

@@ -297,7 +297,7 @@ def create_app(engine: ConversationEngine, *, host: str = "127.0.0.1", maintain:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.scheduler = Scheduler(serving_jobs(engine, maintain=maintain), interrupt=engine.embedding_paused).start()
+        app.state.scheduler = Scheduler(serving_jobs(engine, maintain=maintain), interrupt=engine.indexing_paused).start()
         try:
             async with sessions.running():
                 with advertised(engine.home, url) if url else nullcontext():
