@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -24,8 +23,6 @@ from tests.web_support import TOKEN, feed_sample, serve, settings
 CHROMIUM = os.environ.get("CONVSEARCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-# a test run leaves the work tree as it was: the docs' pictures change only when asked for
-IMG = Path(os.environ.get("CONVSEARCH_SCREENSHOTS") or tempfile.mkdtemp(prefix="convsearch-screens-"))
 
 
 def _missing() -> str | None:
@@ -54,6 +51,13 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with ConversationEngine(home, settings=settings()) as engine:
         feed_sample(engine)
     yield from serve(home, home.parent / "serve.log")
+
+
+@pytest.fixture(scope="module")
+def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: pytest's temporary folders (it keeps the last three runs'), so a run
+    leaves the work tree as it was and /tmp no fuller; the docs' pictures change only when asked for."""
+    return Path(os.environ.get("CONVSEARCH_SCREENSHOTS") or tmp_path_factory.mktemp("screens"))
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +96,10 @@ def test_without_the_cookie_the_page_asks_for_the_token(page: Page) -> None:
     assert page.evaluate("document.cookie") == ""  # scripts cannot read it
 
 
-def test_a_day_shows_its_summary_and_folds_what_it_covers(page: Page) -> None:
+def test_a_day_shows_its_summary_and_folds_what_it_covers(page: Page, screens: Path) -> None:
     log_in(page)
     expect(page.locator("h1.dayhead")).to_contain_text("12 March 2024")  # no messages today: the latest day
-    page.screenshot(path=str(IMG / "web-day.png"), full_page=False)
+    page.screenshot(path=str(screens / "web-day.png"), full_page=False)
     page.click(".cal td.has a[title^='2024-03-04']")  # a marked day of the calendar
     expect(page.locator("h1.dayhead")).to_contain_text("Monday 04 March 2024")
     summary = page.locator("section.summary .md")
@@ -105,7 +109,7 @@ def test_a_day_shows_its_summary_and_folds_what_it_covers(page: Page) -> None:
     expect(folded.locator(":scope > summary")).to_contain_text("Older messages folded")
     first = page.locator("#m-alice-0001")
     expect(first).to_be_hidden()
-    page.screenshot(path=str(IMG / "web-folded.png"), full_page=True)
+    page.screenshot(path=str(screens / "web-folded.png"), full_page=True)
     folded.locator(":scope > summary").click()
     expect(first).to_be_visible()
     expect(first.locator(".text")).to_contain_text("settle the database question")
@@ -129,7 +133,7 @@ def test_notes_are_folded_and_the_day_picker_marks_days(page: Page) -> None:
     expect(page.locator("h1.dayhead")).to_contain_text("07 March 2024")
 
 
-def test_search_highlights_and_open_lands_on_the_message(page: Page) -> None:
+def test_search_highlights_and_open_lands_on_the_message(page: Page, screens: Path) -> None:
     log_in(page, "/search?user=alice")
     page.fill("input[name=q]", "order A-7731")
     page.click("form.searchform button[type=submit]")
@@ -138,7 +142,7 @@ def test_search_highlights_and_open_lands_on_the_message(page: Page) -> None:
     marks = hit.locator("mark").all_inner_texts()
     assert "A" not in marks and any("7731" in m for m in marks) and any(m.lower().startswith("order") for m in marks)
     expect(hit.locator("table.parts")).to_contain_text("lexical")
-    page.screenshot(path=str(IMG / "web-search.png"), full_page=False)
+    page.screenshot(path=str(screens / "web-search.png"), full_page=False)
     hit.locator("a.open").click()
     assert page.url.endswith("#m-alice-0038")
     target = page.locator("#m-alice-0038")
