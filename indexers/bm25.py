@@ -44,6 +44,7 @@ from indexers.bm25_files import ARRAYS, FORMAT, MMAPPED, inconsistencies, replac
 from indexers.encoded_tokens import EncodedTokens
 from indexers.postings import EMPTY_SEGMENT, Segment, batch_segment, merge_segments
 from indexers.distinct import all_distinct
+from indexers.npy_files import load_array
 
 __all__ = ["Bm25Params", "Bm25Index", "Bm25Match"]
 
@@ -363,8 +364,8 @@ class Bm25Index:
                 raise ValueError(f"unknown format {meta.get('format')!r}")
             index = cls(Bm25Params(float(meta["k1"]), float(meta["b"]), float(meta["epsilon"])))
             terms = json.loads((directory / "vocab.json").read_text("utf-8"))
-            arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False,
-                                    mmap_mode="r" if mapped and name in MMAPPED else None) for name in ARRAYS}
+            arrays = {name: load_array(directory / f"{name}.npy", mmap_mode="r" if mapped and name in MMAPPED else None)
+                      for name in ARRAYS}
             problems = inconsistencies(meta, terms, arrays)
             if problems:
                 raise ValueError(f"inconsistent {', '.join(problems)}")

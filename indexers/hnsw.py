@@ -31,6 +31,7 @@ import numpy as np
 from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.distinct import distinct, all_distinct
+from indexers.npy_files import load_array
 
 __all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "REINDEX_HINT", "read_label_file"]
 
@@ -393,7 +394,7 @@ def _count(meta: dict[str, object], key: str, directory: Path) -> int:
 def read_label_file(path: Path, size: int, what: str) -> np.ndarray:
     """labels.npy as int64, checked to hold `size` integers (`what`: "slots" or "labels", for the error)."""
     try:
-        labels = np.load(path, allow_pickle=False)
+        labels = load_array(path)
     except (OSError, ValueError, EOFError) as exc:
         raise IndexStateError(f"{path} is missing or corrupt ({exc}): {REINDEX_HINT}") from exc
     if labels.ndim != 1 or labels.size != size or (labels.size and not np.issubdtype(labels.dtype, np.integer)):

@@ -20,6 +20,7 @@ from engine.errors import IndexStateError
 from indexers.mapped import release
 from indexers.readahead import advise, timed_read
 from indexers.distinct import distinct
+from indexers.npy_files import load_array
 
 __all__ = ["MessageVectors"]
 
@@ -141,7 +142,7 @@ class MessageVectors:
             return loaded
         try:
             ids = json.loads((directory / "ids.json").read_text(encoding="utf-8"))
-            matrix = np.load(directory / "vectors.npy", mmap_mode="r")
+            matrix = load_array(directory / "vectors.npy", mmap_mode="r")
         except (OSError, ValueError) as exc:
             raise IndexStateError(f"message vectors in {directory} are unreadable ({exc}): run `convsearch reindex`") from None
         if len(ids) != len(matrix) or (len(ids) and matrix.shape[1:] != (dim,)):

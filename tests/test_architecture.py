@@ -233,3 +233,17 @@ def test_the_helpers_indexers_may_use_import_nothing_of_the_engine():
     offenders = {f"{name} imports {n}" for name in helpers
                  for n in imports_of(ROOT / f"{name.replace('.', '/')}.py") if within(n, "engine")}
     assert not offenders, sorted(offenders)
+
+
+def test_numpy_files_are_read_through_the_one_locked_reader():
+    """indexers/npy_files.py: NumPy parses a file's header with ast.literal_eval, which CPython 3.11
+    cannot run in two threads at once; a load that bypasses its lock can fail with SystemError."""
+    reader = ROOT / "indexers" / "npy_files.py"
+    offenders = {
+        f"{p.relative_to(ROOT)} line {node.lineno}"
+        for p in [*(ROOT / "engine").rglob("*.py"), *(ROOT / "indexers").rglob("*.py")] if p != reader
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == "np"
+    }
+    assert not offenders, sorted(offenders)
