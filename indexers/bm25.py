@@ -304,12 +304,16 @@ class Bm25Index:
             norm = self._cache["norm"] = self.norm_for(self._doc_len)
         return norm
 
+    def holds_in_order(self, labels: np.ndarray) -> bool:
+        """Whether `labels` are every document, in the index's order: how a user's summaries are all scored."""
+        return len(labels) == len(self) and bool(np.array_equal(labels, self._labels))
+
     def _doc_ids(self, labels: np.ndarray) -> np.ndarray:
         """Internal id of each label, -1 where it is not indexed."""
         if not len(self):
             return np.full(len(labels), -1, np.int64)
-        if len(labels) == len(self) and np.array_equal(labels, self._labels):
-            return np.arange(len(self))  # every document in order: how a user's summaries are all scored
+        if self.holds_in_order(labels):
+            return np.arange(len(self))
         keys, order = self._sorted_labels()
         pos = np.minimum(np.searchsorted(keys, labels), len(keys) - 1)
         ids = pos if order is None else order[pos]

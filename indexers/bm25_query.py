@@ -102,7 +102,11 @@ class Bm25Match:
     def scored(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(score, shares a query term) of each given label; a label not indexed scores 0, unmatched.
         Many labels against few postings (a user's summaries) sum the postings once instead of a
-        binary search per label and term; both add a document's terms in the same order."""
+        binary search per label and term; both add a document's terms in the same order. Every label in
+        the index's order (a search's summaries, all of them) is the dense sum as it is: at 1M messages,
+        gathering and masking its 60k rows again cost ~0.7 ms a search."""
+        if self.index.holds_in_order(labels):
+            return self._dense()
         ids = self.index.doc_ids(labels)
         if self._dense_is_cheaper(ids):
             dense, matched = self._dense()
