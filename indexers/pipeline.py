@@ -6,7 +6,7 @@
   results are cached as they come, so an interrupted job loses at most one batch. While
   `paused` is set, embedding stops before its next batch and leaves the rest pending (a server
   stopping with a backlog: the next start takes the batches done from the cache), and a catch-up
-  stops before its next read or piece of a thread (IndexingPausedError), the shard as it was.
+  stops before its next piece of a thread (IndexingPausedError), the shard as it was.
 * `index` = both + save; `reindex` rebuilds a user's shard from the store in memory, saves it as a
   new version and swaps it in; readers keep the old shard object until the swap.
 * Every shard also holds its user's message metadata (`MessageTable`, never saved): loaded from
@@ -106,7 +106,7 @@ class IndexPipeline:
     @contextmanager
     def paused_while(self) -> Iterator[None]:
         """Inside: embedding stops before its next batch of texts and leaves the rest pending, and a
-        catch-up before its next read or piece (IndexingPausedError)."""
+        catch-up before its next piece of a thread (IndexingPausedError)."""
         self.paused.set()
         try:
             yield
@@ -206,7 +206,7 @@ class IndexPipeline:
     def _update_threads(self, shard: Shard, last_seqs: Mapping[str, int]) -> Iterator[tuple[int, int, int]]:
         """For the threads past their watermarks, a read's worth at a time: their messages from
         their tails on put into the shard and re-chunked; (messages, windows added, removed). While
-        `paused` is set, IndexingPausedError leaves the reads not chunked yet (a stopping server)."""
+        `paused` is set, IndexingPausedError leaves what is not chunked yet (a stopping server)."""
         behind = {thread_id: (shard.manifest.tails.get(thread_id, 0), last_seq) for thread_id, last_seq in last_seqs.items()
                   if last_seq > shard.manifest.watermarks.get(thread_id, 0)}
         with ChunkWorkers(self.params.build_workers) as workers:
