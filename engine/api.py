@@ -202,9 +202,11 @@ class ConversationEngine:
         return report
 
     def _summaries_written(self, user_id: str) -> None:
-        """The engine's notes are messages, so the lexical index takes them; new summaries get vectors."""
-        self.pipeline.update_lexical(user_id)
-        self.summary_index.embed_pending(user_id)
+        """The engine's notes are messages: an index in memory takes them now, another when it next loads (the
+        scheduled close reaches every user, and it loaded every user's shard). New summaries get vectors."""
+        self.pipeline.refresh(user_id)
+        if self.summary_index.embeds_pending(user_id):
+            self.summary_index.embed_pending(user_id)
 
     def regenerate_day_summary(self, user_id: str, day_label: str | date, *, thread_id: str | None = None) -> Summary:
         """Rewrite one day's summary now ("Regenerate summary"); day_label is YYYY-MM-DD in the user's zone."""

@@ -198,3 +198,22 @@ def test_one_summary_leads_and_only_when_it_outscores_every_message_by_the_margi
                 assert not shown and results[0].message_id == best_message.message_id
                 trailed += 1
     assert led and trailed  # both cases were exercised
+
+
+def test_the_scheduled_close_leaves_indexes_not_in_memory_where_they_are(tmp_path: Path) -> None:
+    """It reaches every user, and it used to load every user's shard (a server then held them all). Its
+    notes are messages: an index in memory takes them at once, another when it next loads."""
+    at = datetime(2024, 5, 2, 9, 0, tzinfo=timezone.utc)
+    with ConversationEngine(tmp_path, settings=Settings(future_tolerance_hours=24 * 366), embedder=None,
+                            clock=lambda: at) as engine:
+        for user in ("a", "b", "c"):
+            engine.add_user(user, "UTC")
+            engine.ingest(user, [{"role": "user", "content": f"{user} plans the ferry trip", "created_at": "2024-05-02T08:00",
+                                  "message_id": f"{user}-1"}], index=False)
+        assert engine.search("a", "ferry", mode="lexical").results  # a's index is loaded, the others' not
+        assert engine.finalize_days(now=at + timedelta(days=1)).day_summaries == 3
+        assert engine.pipeline.loaded_users() == {"a"}
+        for user in ("a", "b", "c"):  # b's and c's load here
+            assert dict(engine.pipeline.shard(user).manifest.watermarks) == engine.store.last_seqs(user) == {
+                f"{user}:continuous": 2}, user  # the turn and the close's note
+            assert engine.search(user, "ferry", kinds=("summary",)).results, user
