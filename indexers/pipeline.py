@@ -379,14 +379,15 @@ class IndexPipeline:
 
     def needs_index(self, user_id: str) -> bool:
         """The loaded shard changed since its last save or has windows without vectors; or the
-        saved one (not loaded) is behind the store."""
+        saved one (not loaded) lacks turns the store holds. Notes alone add no window: the scheduled
+        close writes one for each user it closes, and a restart's first step loaded every such user."""
         shard = self._shards.get(user_id)
         if shard is not None:
             with shard.lock:
                 return shard.dirty or (self.embedder is not None and bool(shard.without_vectors()))
         version = current_version_dir(self.root, user_id)
         saved = Manifest.load(version / "manifest.json").watermarks if version and version.is_dir() else {}
-        return any(last_seq > saved.get(thread_id, 0) for thread_id, last_seq in self.store.last_seqs(user_id).items())
+        return any(last > saved.get(thread_id, 0) for thread_id, last in self.store.last_turn_seqs(user_id).items())
 
     def rewrite_messages(self, user_id: str, thread_id: str, seqs: set[int]) -> int:
         """After messages' text changed in the store (same seqs): their windows are re-chunked and

@@ -217,3 +217,22 @@ def test_the_scheduled_close_leaves_indexes_not_in_memory_where_they_are(tmp_pat
             assert dict(engine.pipeline.shard(user).manifest.watermarks) == engine.store.last_seqs(user) == {
                 f"{user}:continuous": 2}, user  # the turn and the close's note
             assert engine.search(user, "ferry", kinds=("summary",)).results, user
+
+
+def test_a_restart_leaves_indexes_behind_by_the_closes_notes_alone_unloaded(tmp_path: Path) -> None:
+    """The close writes a note for each user it closes; a saved shard behind the store by notes only has no
+    window to add, and a restart's first background step used to load every such user."""
+    at = datetime(2024, 5, 2, 9, 0, tzinfo=timezone.utc)
+    with ConversationEngine(tmp_path, embedder=None, clock=lambda: at) as engine:
+        for user in ("a", "b"):
+            engine.add_user(user, "UTC")
+            engine.ingest(user, [{"role": "user", "content": f"{user} plans the ferry trip", "created_at": "2024-05-02T08:00",
+                                  "message_id": f"{user}-1"}], index=False)
+        assert engine.maintain() == ["a", "b"]  # indexed and saved
+    with ConversationEngine(tmp_path, embedder=None, clock=lambda: at + timedelta(days=1)) as engine:
+        assert engine.finalize_days().day_summaries == 2 and not engine.pipeline.loaded_users()
+        assert engine.store.last_seqs("a") == {"a:continuous": 2}  # the turn and the close's note
+        assert engine.maintain() == [] and not engine.pipeline.loaded_users()
+        engine.ingest("b", [{"role": "user", "content": "b books the ferry", "message_id": "b-2"}], index=False)
+        assert engine.maintain() == ["b"] and engine.pipeline.loaded_users() == {"b"}
+        assert engine.search("a", "ferry", mode="lexical").results  # a's index loads, over the note

@@ -201,6 +201,13 @@ class Store:
         rows.sort(key=lambda row: (row[2], row[0]))  # threads_of's ORDER BY, here: the SQL sort cost 0.4 ms more
         return {thread_id: int(last_seq or 0) for thread_id, last_seq, _ in rows}
 
+    def last_turn_seqs(self, user_id: str) -> dict[str, int]:
+        """Each thread of the user holding a turn, with the seq of its last one: how far an index must reach
+        (windows hold turns; the engine's notes after them add none)."""
+        rows = self.db.execute("SELECT thread_id, max(seq) FROM messages WHERE user_id = ? AND kind = 'turn' "
+                               "GROUP BY thread_id", [user_id])
+        return {thread_id: int(seq) for thread_id, seq in rows}
+
     def threads_of(self, user_id: str) -> list[Thread]:
         rows = self.db.execute(
             "SELECT thread_id, user_id, mode, title, created_at FROM threads WHERE user_id = ? ORDER BY created_at, thread_id",
