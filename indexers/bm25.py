@@ -312,8 +312,6 @@ class Bm25Index:
         """Internal id of each label, -1 where it is not indexed."""
         if not len(self):
             return np.full(len(labels), -1, np.int64)
-        if self.holds_in_order(labels):
-            return np.arange(len(self))
         keys, order = self._sorted_labels()
         pos = np.minimum(np.searchsorted(keys, labels), len(keys) - 1)
         ids = pos if order is None else order[pos]

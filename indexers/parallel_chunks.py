@@ -48,6 +48,7 @@ Chunked = tuple[list[Chunk], EncodedTokens]  # windows in order, and their BM25 
 Stop = Callable[[], bool]  # whether to leave the work (a server stopping): IndexingPausedError
 
 _TURN_FIELDS = operator.attrgetter(*TurnRow._fields)  # a message as the tuple a worker rebuilds its TurnRow from
+_SEQ = operator.attrgetter("seq")
 
 
 def never() -> bool:
@@ -169,7 +170,7 @@ def chunk_here(messages: Sequence[Turn], params: ChunkParams, counter: TokenCoun
         made = chunk_thread(messages[at:end], params, counter)
         restart = end
         if end < len(messages) and made:
-            restart = bisect.bisect_left(messages, made[-1].from_seq, lo=at, key=_seq)
+            restart = bisect.bisect_left(messages, made[-1].from_seq, lo=at, key=_SEQ)
         if restart <= at:  # one window as long as the piece (never seen): the rest in one go
             made, restart = chunk_thread(messages[at:], params, counter), len(messages)
         elif restart < end:
@@ -178,10 +179,6 @@ def chunk_here(messages: Sequence[Turn], params: ChunkParams, counter: TokenCoun
         tokens.append(tokens_of(made, tokenizer))
         at = restart
     return chunks, tokens[0] if len(tokens) == 1 else EncodedTokens.joined(tokens)
-
-
-def _seq(turn: Turn) -> int:
-    return turn.seq
 
 
 def _cut(messages: Sequence[Turn], weights: Sequence[float]) -> list[Sequence[Turn]]:

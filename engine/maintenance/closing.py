@@ -150,8 +150,7 @@ def catch_up(engine: ConversationEngine, user_id: str) -> bool:
         with engine.locks.user(user_id), disk_errors():
             if needs_index:
                 engine.pipeline.index(user_id)
-            if not engine.pipeline.paused.is_set():  # paused, it would build the summaries' index to embed nothing
-                engine.summary_index.embed_pending(user_id)
+            engine.summary_index.embed_pending(user_id)
     except IndexingPausedError:
         log.info("catch_up.paused user=%s: the next start indexes the rest from the store", user_id)
         return False

@@ -131,7 +131,10 @@ class SummaryIndex:
 
     def embed_pending(self, user_id: str, *, limit: int | None = None) -> int:
         """Embed the user's summaries that have no vector yet (the write paths call this, never a
-        search), at most `limit` a call; returns how many texts were embedded."""
+        search), at most `limit` a call; returns how many texts were embedded. Paused (a stopping server),
+        none: still pending, and the user's index is not built only to embed nothing."""
+        if self.pipeline.paused.is_set():
+            return 0
         planned = self.plan_slice(user_id, limit)
         if planned is None or not self._embed_keyed(user_id, planned.keys, planned.texts):
             return 0  # none left, or paused: still pending, the next call embeds the rest
