@@ -81,13 +81,19 @@ def test_a_thread_chunked_here_in_pieces_equals_the_thread_chunked_alone(seed: i
 
 
 def test_a_stop_between_pieces_leaves_the_rest_unchunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _pieces_counted(monkeypatch)
+    with pytest.raises(IndexingPausedError, match="try again once it is back"):
+        chunk_here(_thread(600, 1), ChunkParams(), counter(), TOKENIZER, stop=lambda: len(made) >= 2)
+    assert len(made) == 2  # of six pieces
+
+
+def _pieces_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Pieces of 100 messages; a 1 is appended for each the engine's process chunks."""
     monkeypatch.setattr(parallel_chunks, "OWN_PIECE", 100)
     made: list[int] = []
     real = parallel_chunks.chunk_thread
     monkeypatch.setattr(parallel_chunks, "chunk_thread", lambda *args: made.append(1) or real(*args))
-    with pytest.raises(IndexingPausedError, match="try again once it is back"):
-        chunk_here(_thread(600, 1), ChunkParams(), counter(), TOKENIZER, stop=lambda: len(made) >= 2)
-    assert len(made) == 2  # of six pieces
+    return made
 
 
 def test_segments_that_never_meet_are_refused_not_glued() -> None:
@@ -142,11 +148,8 @@ def test_a_workers_tokens_come_back_encoded_one_string_per_distinct_term(monkeyp
 def test_a_stop_during_the_engines_pieces_kills_the_worker_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stopping server must not wait for the worker's whole segment (~3 s at 100k messages here)."""
     monkeypatch.setattr(parallel_chunks, "PARALLEL_MIN_MESSAGES", 200)
-    monkeypatch.setattr(parallel_chunks, "OWN_PIECE", 100)
     started = _started_workers(monkeypatch)
-    made: list[int] = []
-    real = parallel_chunks.chunk_thread
-    monkeypatch.setattr(parallel_chunks, "chunk_thread", lambda *args: made.append(1) or real(*args))
+    made = _pieces_counted(monkeypatch)
     with pytest.raises(IndexingPausedError):
         parallel_chunks.chunk_in_parallel(_thread(900, 4), ChunkParams(), counter(), TOKENIZER, ChunkWorkers(1),
                                           stop=lambda: len(made) >= 1)
