@@ -3,11 +3,13 @@ error out, and always the engine's own code, wherever the engine was started fro
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
 import pytest
 
+from engine.collector import WRITE_THRESHOLD
 from engine.subprocesses import WorkerFailed, WorkerProcess
 
 
@@ -36,5 +38,17 @@ def test_a_worker_runs_the_engines_code_from_a_directory_holding_another_engine(
     worker = WorkerProcess()
     try:
         assert worker.call(max, [4, 9, 2]) == 9
+    finally:
+        worker.stop()
+
+
+@pytest.mark.process
+def test_a_worker_keeps_the_raised_collector_threshold_between_calls() -> None:
+    """Restored after each call, the default threshold made the worker collect over its memos at
+    each call's end and while unpickling the next call's arguments."""
+    worker = WorkerProcess()
+    try:
+        assert worker.call(gc.get_threshold)[0] == WRITE_THRESHOLD
+        assert worker.call(gc.get_threshold)[0] == WRITE_THRESHOLD  # and after a call has ended
     finally:
         worker.stop()

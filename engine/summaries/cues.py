@@ -55,7 +55,9 @@ _NEEDLES = {
 _CUES = (("Open loops", _STRONG_OPEN), ("Decisions", _DECISION), ("Next steps", _NEXT), ("Goals", _GOAL))
 
 
-_ALL_NEEDLES = tuple(sorted({needle for needles in _NEEDLES.values() for needle in needles}))
+_ANY_NEEDLE = {needle for needles in _NEEDLES.values() for needle in needles}
+# less those that hold another ("to be decided" holds "decide"): a text holding one holds the other
+_ALL_NEEDLES = tuple(sorted(n for n in _ANY_NEEDLE if not any(m != n and m in n for m in _ANY_NEEDLE)))
 
 
 def _opens_with_imperative(low: str) -> bool:

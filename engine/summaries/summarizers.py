@@ -237,7 +237,8 @@ def _covering(sentences: list[_Sentence], budget: int) -> list[_Sentence]:
     heapq.heapify(heap)
     left = budget
     chosen: list[int] = []
-    while heap:
+    smallest = min((said[i].size for _, i in heap), default=0)
+    while heap and left >= smallest:  # else nothing fits any more
         bound, best = heapq.heappop(heap)
         size = said[best].size
         if size > left:  # it never fits again (a big day stays fast)

@@ -82,8 +82,9 @@ def memo(fn: Callable[[str], T]) -> Callable[[str], T]:
     return memoised
 
 
-@memo
 def sentences_in(text: str) -> tuple[str, ...]:
+    """Not memoised: its one bulk caller, `said_in`, is, under the same key and size, so a memo here
+    never hit (0 of 94,786 calls in a 100k ingest's summaries)."""
     return tuple(each_sentence(text))
 
 
