@@ -26,6 +26,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from engine.collector import fewer_collections
 from engine.store.core import Store
 from indexers.phases import Phases, per_second
 from indexers.thread_reads import tables_of_threads, turns_by_thread
@@ -198,7 +199,7 @@ class IndexPipeline:
     def _catch_up(self, shard: Shard) -> tuple[int, int, int]:
         """Index what the store holds past each thread's watermark (threads behind read together)."""
         totals = [0, 0, 0]
-        with shard.lock:
+        with shard.lock, fewer_collections():  # as a write's: most of what a catch-up makes lives on
             for counts in self._update_threads(shard, self.store.last_seqs(shard.manifest.user_id)):
                 totals = [a + b for a, b in zip(totals, counts)]
         return totals[0], totals[1], totals[2]
