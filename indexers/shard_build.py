@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from engine.collector import fewer_collections
 from engine.store.rows import messages_from_arrow
 from indexers.bm25 import Bm25Index
 from indexers.chunking import Chunk, WordPieceCounter
@@ -61,11 +62,12 @@ def build_lexical(job: UserJob, messages: pa.Table, params: PipelineParams, spec
     shard = Shard.empty(Manifest(user_id=job.user_id, spec=spec), LexicalTokenizer(params.tokenizer),
                         Bm25Index(params.bm25), None)
     by_thread: dict[str, list] = defaultdict(list)
-    for message in messages_from_arrow(messages):
-        by_thread[message.thread_id].append(message)
-    # as the pipeline: a thread that never had a message gets no watermark
-    rechunk_tails(shard, {thread_id: (by_thread.get(thread_id, []), last_seq) for thread_id, last_seq in job.threads
-                          if last_seq > 0}, params.chunk, WordPieceCounter())
+    with fewer_collections():  # as the pipeline's catch-up: what a build makes mostly lives on
+        for message in messages_from_arrow(messages):
+            by_thread[message.thread_id].append(message)
+        # as the pipeline: a thread that never had a message gets no watermark
+        rechunk_tails(shard, {thread_id: (by_thread.get(thread_id, []), last_seq) for thread_id, last_seq in job.threads
+                              if last_seq > 0}, params.chunk, WordPieceCounter())
     return LexicalBuild(shard.manifest, dict(shard.chunks), shard.bm25)  # plain windows travel between processes
 
 

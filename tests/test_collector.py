@@ -88,3 +88,28 @@ def test_a_catch_up_on_load_chunks_under_the_raised_threshold(default_thresholds
         assert engine.search("u", "hello").results
     assert seen == [WRITE_THRESHOLD]
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_distributed_build_chunks_under_the_raised_threshold(default_thresholds, tmp_path, monkeypatch):
+    """A Ray task's lexical build (indexers/shard_build.build_lexical) runs in a worker process, outside
+    any write of the engine: it raises the threshold itself."""
+    import indexers.shard_build
+    from engine.api import ConversationEngine
+    from indexers.distributed import _job
+    from tests.support import HashEmbedder
+
+    seen = []
+    original = indexers.shard_build.rechunk_tails
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return original(*args, **kwargs)
+
+    with ConversationEngine(tmp_path / "home", embedder=HashEmbedder()) as engine:
+        engine.add_user("u", "UTC")
+        engine.ingest("u", [{"role": "user", "content": "hello there"}], index=False)
+        monkeypatch.setattr(indexers.shard_build, "rechunk_tails", spy)
+        build = indexers.shard_build.build_lexical(_job(engine.store, "u"), engine.store.messages_arrow("u"),
+                                                   engine.pipeline.params, engine.pipeline.spec())
+    assert seen == [WRITE_THRESHOLD] and len(build.chunks) == 1
+    assert gc.get_threshold() == (700, 10, 10)
