@@ -7,6 +7,10 @@ into the older generations, which are walked again and again as they grow: measu
 20k-message ingest's CPU (`gc.callbacks`: 1.1 s of collection in 8 full passes, 0.3 s with the
 first threshold at 20,000). The threshold goes back when the last writer leaves, so a server's
 reads collect as before; collections put off during a write run right after it.
+
+Who raises it: every facade write (engine/facade_edges.py), an import, an index's catch-up from the
+store (a load's too: it is a build, whoever asked), a distributed build's task, and a worker process
+for its whole life (engine/subprocesses.py: it only runs a write's work).
 """
 
 from __future__ import annotations
