@@ -18,6 +18,19 @@ def default_thresholds():
     gc.set_threshold(*saved)
 
 
+def _thresholds_seen(monkeypatch, owner, name: str) -> list[int]:
+    """The collector's first threshold at each call of `owner.name` from now on."""
+    seen: list[int] = []
+    original = getattr(owner, name)
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
 def test_threshold_is_raised_inside_and_restored_after_an_error(default_thresholds):
     with pytest.raises(RuntimeError):
         with fewer_collections():
@@ -48,20 +61,13 @@ def test_overlapping_writers_restore_only_when_the_last_leaves(default_threshold
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_an_engine_write_runs_under_the_raised_threshold(default_thresholds, tmp_path):
+def test_an_engine_write_runs_under_the_raised_threshold(default_thresholds, tmp_path, monkeypatch):
     from engine.api import ConversationEngine
     from tests.support import HashEmbedder
 
-    seen = []
     with ConversationEngine(tmp_path / "home", embedder=HashEmbedder()) as engine:
         engine.add_user("u", "UTC")
-        original = engine.ingestor.add_messages
-
-        def spy(*args, **kwargs):
-            seen.append(gc.get_threshold()[0])
-            return original(*args, **kwargs)
-
-        engine.ingestor.add_messages = spy  # type: ignore[method-assign]
+        seen = _thresholds_seen(monkeypatch, engine.ingestor, "add_messages")
         engine.ingest("u", [{"role": "user", "content": "hello"}], index=False)
     assert seen == [WRITE_THRESHOLD]
     assert gc.get_threshold() == (700, 10, 10)
@@ -74,17 +80,10 @@ def test_a_catch_up_on_load_chunks_under_the_raised_threshold(default_thresholds
     from engine.api import ConversationEngine
     from tests.support import HashEmbedder
 
-    seen = []
-    original = indexers.pipeline.rechunk_tails
-
-    def spy(*args, **kwargs):
-        seen.append(gc.get_threshold()[0])
-        return original(*args, **kwargs)
-
     with ConversationEngine(tmp_path / "home", embedder=HashEmbedder()) as engine:
         engine.add_user("u", "UTC")
         engine.ingest("u", [{"role": "user", "content": "hello there"}], index=False)  # not loaded: left behind
-        monkeypatch.setattr(indexers.pipeline, "rechunk_tails", spy)
+        seen = _thresholds_seen(monkeypatch, indexers.pipeline, "rechunk_tails")
         assert engine.search("u", "hello").results
     assert seen == [WRITE_THRESHOLD]
     assert gc.get_threshold() == (700, 10, 10)
@@ -98,17 +97,10 @@ def test_a_distributed_build_chunks_under_the_raised_threshold(default_threshold
     from indexers.distributed import _job
     from tests.support import HashEmbedder
 
-    seen = []
-    original = indexers.shard_build.rechunk_tails
-
-    def spy(*args, **kwargs):
-        seen.append(gc.get_threshold()[0])
-        return original(*args, **kwargs)
-
     with ConversationEngine(tmp_path / "home", embedder=HashEmbedder()) as engine:
         engine.add_user("u", "UTC")
         engine.ingest("u", [{"role": "user", "content": "hello there"}], index=False)
-        monkeypatch.setattr(indexers.shard_build, "rechunk_tails", spy)
+        seen = _thresholds_seen(monkeypatch, indexers.shard_build, "rechunk_tails")
         build = indexers.shard_build.build_lexical(_job(engine.store, "u"), engine.store.messages_arrow("u"),
                                                    engine.pipeline.params, engine.pipeline.spec())
     assert seen == [WRITE_THRESHOLD] and len(build.chunks) == 1
