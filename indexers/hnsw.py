@@ -22,6 +22,7 @@ import os
 import threading
 import zlib
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from engine.config import default
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.distinct import distinct, all_distinct
 from indexers.npy_files import load_array
+from indexers.openmp_threads import every_core
 
 __all__ = ["HnswParams", "HnswIndex", "EXACT_FILTER_MAX", "EXACT_FILTER_FRACTION", "STORE", "REINDEX_HINT", "read_label_file"]
 
@@ -44,6 +46,7 @@ EXACT_FILTER_FRACTION = 0.05
 # walked again with a beam this many times wider before the exact scan of every live vector (1.1 s
 # at 100k messages).
 WIDER_BEAMS = (4, 16)
+PARALLEL_ADD_MIN = 1024  # vectors an add inserts on every core (fewer, the live path's: on the caller's threads)
 EXACT_BLOCK = 65_536  # vectors an exact scan decodes at a time: memory bounded at 1M (2 GB at once)
 
 STORE = "faiss-hnsw-fp16"  # params.json's "store": what wrote index.faiss (absent: hnswlib's index.bin)
@@ -145,7 +148,8 @@ class HnswIndex:
         with self._lock:
             first = self.slots
             self._reserve(first + ids.size, int(ids.max()) + 1)
-            self._graph.add(rows)
+            with every_core() if ids.size >= PARALLEL_ADD_MIN else nullcontext():
+                self._graph.add(rows)
             self._drop(ids)
             self._label_of[first : first + ids.size] = ids
             self._slot_of[ids] = np.arange(first, first + ids.size)

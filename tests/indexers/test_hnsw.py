@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 
 from engine.errors import IndexStateError, InvalidInputError
 from indexers.embedders import OnnxEmbedder
-from indexers.hnsw import EXACT_FILTER_MAX, HnswIndex, HnswParams
+from engine.subprocesses import usable_cores
+from indexers.hnsw import EXACT_FILTER_MAX, PARALLEL_ADD_MIN, HnswIndex, HnswParams, _checked_batch
 
 LOCOMO = Path(os.environ.get("CONVSEARCH_LOCOMO_DEV", "/work/shared/data/locomo/locomo_dev.json"))
 N_QUERIES = 200
@@ -402,3 +404,39 @@ def test_the_exact_scan_decodes_a_block_at_a_time_and_answers_the_same(monkeypat
     monkeypatch.setattr("indexers.hnsw.EXACT_BLOCK", 64)
     blocks = index._search_exact(query, 20, live)  # noqa: SLF001
     assert whole[0].tolist() == blocks[0].tolist() and set(whole[0].tolist()) == set(expected.tolist())
+
+
+class _ThreadsSeen:
+    """Stands in for the faiss graph: notes faiss's OpenMP threads at each add, then adds."""
+
+    def __init__(self, graph: faiss.Index) -> None:
+        self.graph, self.threads = graph, []
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.graph.ntotal)
+
+    def add(self, rows: np.ndarray) -> None:
+        self.threads.append(faiss.omp_get_max_threads())
+        self.graph.add(rows)
+
+
+def test_a_large_add_inserts_on_every_core_and_makes_the_one_thread_graph() -> None:
+    """In a thread whose OpenMP setting is one thread (one that opened an engine: engine/blas.py), a
+    large batch is inserted on every core and the setting restored; a small one stays on the thread's
+    one. The graph is the one faiss makes on a single thread, byte for byte."""
+    labels, rows = np.arange(2 * PARALLEL_ADD_MIN), _unit(np.random.default_rng(7), 2 * PARALLEL_ADD_MIN)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        large, small, one_thread = (HnswIndex(HnswParams(dim=DIM)) for _ in range(3))
+        large_seen, small_seen = _ThreadsSeen(large._graph), _ThreadsSeen(small._graph)
+        large._graph, small._graph = large_seen, small_seen  # type: ignore[assignment]
+        large.add(labels, rows)
+        small.add(labels[:3], rows[:3])
+        assert large_seen.threads == [usable_cores()] and small_seen.threads == [1]
+        assert faiss.omp_get_max_threads() == 1
+        one_thread._graph.add(_checked_batch(labels, rows, DIM)[1])  # the rows as `add` gives them, one thread
+    finally:
+        faiss.omp_set_num_threads(before)
+    assert bytes(faiss.serialize_index(large_seen.graph)) == bytes(faiss.serialize_index(one_thread._graph))
