@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Callable, Iterable, Sequence
 
-from engine.collector import fewer_collections
 from engine.errors import IndexingPausedError
 from engine.subprocesses import WorkerProcess
 from indexers.chunking import Chunk, ChunkParams, TokenCounter, Turn, TurnRow, chunk_thread
@@ -105,11 +104,11 @@ NO_WORKERS = ChunkWorkers(0)  # chunk in the engine's process alone
 
 def chunk_segment(rows: Sequence[tuple], params: ChunkParams, warm: bytes) -> tuple[list[tuple], EncodedTokens]:
     """A worker's share: the windows of one segment as field tuples, and their tokens encoded.
-    `warm`: the engine's word counter and tokenizer, pickled with their memos (`_warm`)."""
+    `warm`: the engine's word counter and tokenizer, pickled with their memos (`_warm`). A worker puts
+    off young collections for its life (engine/subprocesses.py), as the engine's process does for a build."""
     counter, tokenizer = pickle.loads(warm)
-    with fewer_collections():  # as the engine's process builds: most of what is made here lives on
-        chunks = chunk_thread(list(map(TurnRow._make, rows)), params, counter)
-        return [_FIELDS(chunk) for chunk in chunks], tokens_of(chunks, tokenizer)
+    chunks = chunk_thread(list(map(TurnRow._make, rows)), params, counter)
+    return [_FIELDS(chunk) for chunk in chunks], tokens_of(chunks, tokenizer)
 
 
 def tokens_of(chunks: Sequence[Chunk], tokenizer: LexicalTokenizer) -> EncodedTokens:

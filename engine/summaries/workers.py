@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from datetime import date
 from typing import NamedTuple, Sequence, cast
 
-from engine.collector import fewer_collections
 from engine.models import Message
 from engine.subprocesses import WorkerFailed, WorkerProcess, usable_cores
 from engine.summaries.summarizers import PureSummarizer, Summarizer, quotable
@@ -122,20 +121,18 @@ def _wired(asks: Sequence[Ask]) -> Wired:
 
 
 def texts_of_wired(summarizer: PureSummarizer, asks: Wired) -> list[Texts]:
-    """What a worker runs: each ask's texts, from its turns' fields (its memo of sentence records
-    lives on, so young collections are put off as in the engine's writes)."""
+    """What a worker runs: each ask's texts, from its turns' fields (a worker puts off young
+    collections for its life, engine/subprocesses.py: its memo of sentence records lives on)."""
     made = []
-    with fewer_collections():
-        for turns, titled in asks:
-            spoken = [TurnText._make(turn) for turn in turns]
-            made.append(Texts(summarizer.summarize(spoken), summarizer.title(spoken) if titled else None))
+    for turns, titled in asks:
+        spoken = [TurnText._make(turn) for turn in turns]
+        made.append(Texts(summarizer.summarize(spoken), summarizer.title(spoken) if titled else None))
     return made
 
 
 def read_ahead_of(summarizer: PureSummarizer, texts: Sequence[str]) -> int:
     """What a worker runs to read turns ahead (`SummaryWorkers.read_ahead`); how many it read."""
-    with fewer_collections():
-        summarizer.read_ahead(texts)
+    summarizer.read_ahead(texts)
     return len(texts)
 
 
