@@ -120,7 +120,7 @@ class Bm25Index:
             lengths = np.fromiter(map(len, token_lists), np.int64, len(new))
             term_ids = self._term_ids(list(chain.from_iterable(token_lists)))
         segment = batch_segment(term_ids, lengths, len(self))
-        self._df += np.bincount(segment.posting_terms(), minlength=len(self._df))
+        self._df[segment.terms] += np.diff(segment.ptr)  # a segment's terms are distinct: its rows' lengths
         self._increasing = self._increasing and bool(np.all(np.diff(new) > 0)) and (
             not len(self) or bool(new[0] > self._labels[-1])
         )

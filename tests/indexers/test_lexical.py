@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InvalidInputError
-from indexers.lexical import (ENGLISH_STOPWORDS, FRENCH_STOPWORDS, LexicalTokenizer, TokenizerParams, _expand, _expanded,
-                              fold)
+from indexers.lexical import (_JOINED_RE, ENGLISH_STOPWORDS, FRENCH_STOPWORDS, LexicalTokenizer, TokenizerParams,
+                              _chunk_re, _expand, _expanded, fold)
 
 TOK = LexicalTokenizer()
 RAW = LexicalTokenizer(TokenizerParams(stemming=False, stopwords=False))
@@ -138,6 +138,17 @@ def test_any_text_yields_clean_deterministic_tokens(text: str) -> None:
 @given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=60))
 def test_ascii_case_does_not_matter(text: str) -> None:
     assert TOK.tokenize(text.upper()) == TOK.tokenize(text.lower())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["Re", "7", "x", "_", "-", ".", "/", ":", "@", "'", ",", " ", "\n", "!", "é", "\t"]),
+                max_size=40).map("".join))
+def test_an_ascii_text_gives_the_chunks_of_the_general_pattern(text: str) -> None:
+    """ASCII texts are scanned with a simpler pattern; the chunks are the ones the pattern for any
+    script finds, expanded where a connector joins words."""
+    folded = fold(text)
+    chunks = _chunk_re().findall(folded)
+    assert RAW.tokenize(text) == (_expanded(chunks) if "_" in folded or _JOINED_RE.search(folded) else chunks)
 
 
 @settings(max_examples=200, deadline=None)
