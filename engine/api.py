@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence
 
@@ -62,9 +62,7 @@ class ConversationEngine:
         self.home = data_dir(home)
         self.clock = clock = checked_clock(clock)
         self.store = Store(self.home / STORE_FILENAME)
-        self.ingestor = Ingestor(self.store, idle_timeout=timedelta(minutes=self.settings.idle_timeout_minutes),
-                                 clock=clock, future_tolerance=timedelta(hours=self.settings.future_tolerance_hours),
-                                 clock_skew=timedelta(seconds=self.settings.clock_skew_seconds))
+        self.ingestor = Ingestor.of(self.store, self.settings, clock)
         if isinstance(embedder, str) and embedder != "auto":
             raise InvalidInputError(f'embedder must be an Embedder, None (lexical only) or "auto", got {embedder!r}')
         chosen = documents_embedder(self.settings) if isinstance(embedder, str) else embedder

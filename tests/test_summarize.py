@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engine.config import Settings
-from engine.errors import InvalidInputError, UnknownConversationError
+from engine.errors import InvalidInputError, InvalidTimestampError, OutOfOrderError, UnknownConversationError
 from engine.store.ingest import Ingestor
 from engine.models import Message, NewMessage
 from engine.query.conversations import ConversationReader
@@ -281,6 +281,18 @@ def _service(store: Store, **settings: object) -> tuple[SummaryService, Ingestor
     service = SummaryService(store, ExtractiveSummarizer(), Settings(**settings), clock=clock,
                              ingestor=ingestor, counter=WordPieceCounter())
     return service, ingestor
+
+
+def test_a_service_without_an_ingestor_stores_by_the_settings(store: Store) -> None:
+    """The service's own ingestor (none given) keeps the settings' time rules, as the engine's does."""
+    now = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    service = SummaryService(store, ExtractiveSummarizer(), Settings(future_tolerance_hours=1, clock_skew_seconds=0),
+                             clock=lambda: now, counter=WordPieceCounter())
+    with pytest.raises(InvalidTimestampError, match="more than 1 h after now"):
+        service.ingestor.add_messages("alice", [NewMessage("user", "From a fast clock.", now + timedelta(hours=2))])
+    service.ingestor.add_messages("alice", [NewMessage("user", "On time.", now)])
+    with pytest.raises(OutOfOrderError, match="clock skew"):
+        service.ingestor.add_messages("alice", [NewMessage("user", "A minute behind.", now - timedelta(minutes=1))])
 
 
 def _turns(start: int, count: int, day: datetime = T0) -> list[NewMessage]:

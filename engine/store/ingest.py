@@ -15,6 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Callable, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
+from engine.config import Settings, default
 from engine.errors import InvalidInputError, InvalidTimestampError
 from engine.models import ROLES, IngestResult, Message, NewMessage
 from engine.store.core import Store
@@ -40,13 +41,21 @@ class Append:
 
 class Ingestor:
     def __init__(self, store: Store, *, idle_timeout: timedelta, clock: Callable[[], datetime] = utcnow,
-                 future_tolerance: timedelta = timedelta(days=1), clock_skew: timedelta = timedelta(minutes=5)) -> None:
+                 future_tolerance: timedelta = timedelta(hours=default("future_tolerance_hours")),
+                 clock_skew: timedelta = timedelta(seconds=default("clock_skew_seconds"))) -> None:
         self.store = store
         self.idle_timeout = idle_timeout
         self.clock = clock
         self.future_tolerance = future_tolerance
         self.clock_skew = clock_skew  # how much older than the message before it a message may be (`within_skew`)
         self.on_stored: Callable[[Sequence[Message]], None] | None = None  # told each batch stored, in its transaction
+
+    @classmethod
+    def of(cls, store: Store, settings: Settings, clock: Callable[[], datetime] = utcnow) -> Ingestor:
+        """The ingestor these settings describe: the engine's, and a summary service's own."""
+        return cls(store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock,
+                   future_tolerance=timedelta(hours=settings.future_tolerance_hours),
+                   clock_skew=timedelta(seconds=settings.clock_skew_seconds))
 
     def time_problem(self, moment: datetime) -> str | None:
         """Why an aware UTC message time cannot be stored now (None when it can)."""

@@ -20,7 +20,7 @@ import logging
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Callable, Iterator, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
@@ -86,8 +86,7 @@ class SummaryService:
         self.summarizer = summarizer
         self.settings = settings
         self.clock = clock
-        self.ingestor = ingestor or Ingestor(
-            store, idle_timeout=timedelta(minutes=settings.idle_timeout_minutes), clock=clock)
+        self.ingestor = ingestor or Ingestor.of(store, settings, clock)
         self.counter = counter or WordPieceCounter()
         self.retries = RetryQueue()
         workers = settings.summary_workers
