@@ -97,15 +97,16 @@ class Searcher:
         filters = SearchFilters.parse(timezone=user.timezone, now=self.clock(), day=day,
                                       recency_days=recency_days, start=start, end=end)
         intervals = seq_intervals(self.store, user_id, filters)
-        shard = self.pipeline.shard(user_id)
+        wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
+        reads_summaries = "summary" in kinds or wants_context
+        shard = self._shard(user_id, reads_summaries, mode)
         # Counted before the mode is chosen: vectors that arrive meanwhile never leave a lexical answer unexplained.
         pending = self.pipeline.pending_vector_messages(user_id)
         embedding, notice = self._start_vector(text, shard, mode)  # the model runs while the keywords are matched
         when, dateless = read_dates(text)
         tokens = self._keywords(shard, text, dateless)
-        wants_context = summary_context and "message" in kinds and self.settings.summary_context_weight > 0
         matches = (self.summaries.match(user_id, tokens, intervals, with_vectors=embedding is not None)
-                   if "summary" in kinds or wants_context else None)
+                   if reads_summaries else None)
         lexical, seen = self._keyword_side(shard, tokens, intervals, limit, kinds)
         q, notice = self._query(text, tokens, embedding, notice, mode, fusion or self.settings.fusion, when)
         with shard.lock:
@@ -128,6 +129,13 @@ class Searcher:
             notice=_pending_notice(notice, pending, user_id, q.mode, mode, self.query_embedder is not None),
             terms=tuple(dict.fromkeys(q.tokens)),
         )
+
+    def _shard(self, user_id: str, with_summaries: bool, mode: SearchMode | None) -> Shard:
+        """The user's shard; one not loaded yet loads while the user's summaries are read beside it."""
+        if not with_summaries or self.pipeline.loaded(user_id) is not None:
+            return self.pipeline.shard(user_id)
+        return self.summaries.built_beside(user_id, lambda: self.pipeline.shard(user_id),
+                                           with_vectors=mode != "lexical" and self.query_embedder is not None)
 
     # Query ----------------------------------------------------------------------------------
     def _start_vector(self, text: str, shard: Shard, mode: SearchMode | None) -> tuple[PendingVectors | None, str | None]:

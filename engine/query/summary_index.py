@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from indexers.distinct import distinct
 
 __all__ = ["SummaryIndex", "SummaryMatches", "SummarySlice", "packed_markdown",
            "summary_text", "summary_key"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,17 @@ class SummaryIndex:
         every = SummaryMatches(entry.summaries, raw, matched, entry.vectors if with_vectors else None, entry.spans,
                                entry.markdown)  # no copy of the matrix
         return every if rows is None else _rows_of(every, rows, raw, matched)
+
+    def built_beside(self, user_id: str, load: Callable[[], T], *, with_vectors: bool) -> T:
+        """`load()` while the user's entry is built in another thread: a cold start's first search
+        loads the user's index and reads the user's summaries, and much of both waits on files, the
+        store or faiss, not on the interpreter (a first search at 1M: 5.8-8.1 s one after the other,
+        5.1-6.3 side by side; docs/benchmarks.md round 36). A failed build raises here, as `match` would."""
+        with ThreadPoolExecutor(1, thread_name_prefix="summary-index") as beside:
+            building = beside.submit(self._entry, user_id, with_vectors=with_vectors)
+            loaded = load()
+            building.result()
+        return loaded
 
     def spans(self, user_id: str) -> Spans:
         """Where all the user's summaries lie: which messages they cover, for the search penalty."""
