@@ -41,4 +41,3 @@ def test_a_cold_search_reads_the_summaries_beside_the_index(tmp_path: Path, buil
         engine.search("alice", "lastof2")  # loaded now: nothing is built again
     assert len(builds) == 1 and builds[0].startswith("summary-index") and builds[0] != threading.current_thread().name
     assert cold.results == warm.results
-
